@@ -1,0 +1,76 @@
+// Package keyrate is per-key rate limiting for latency-critical Go code: one
+// call, Allow(key), answers "may this client's request proceed right now?"
+// in tens of nanoseconds, allocates nothing for a known key, needs no
+// goroutine per key, and never admits more than the limit, however many
+// goroutines hit the same key at once.
+//
+// This package holds the contract: Limit, Decision, the Limiter interface,
+// the errors, the options every store shares, and the token-bucket
+// arithmetic (Policy), written once. The stores live in sibling packages and
+// differ only in how they synchronise that arithmetic:
+//
+//   - mutexbucket: a map of buckets, each with its own mutex;
+//   - striped: N hash-selected stripes, each a mutex and a plain map;
+//   - atomicbucket: a map of 64-bit words updated by a lock-free CAS loop.
+//
+// Because the arithmetic is shared, the three make identical decisions.
+//
+// # The algorithm
+//
+// Each key has a token bucket of capacity Limit.Burst that gains Limit.Rate
+// tokens every Limit.Per. A new key starts full. Refill is lazy: nothing
+// happens between calls. Over any interval of length T a key is allowed at
+// most Burst + Rate·T/Per tokens in total.
+//
+// # The packed state
+//
+// A bucket is one 64-bit word, State, holding its theoretical arrival time
+// (TAT, as in the generic cell rate algorithm): the instant, in ticks, at
+// which the bucket will next be full. Tokens and timestamp are folded into
+// that one number. With I the ticks per token and F = Burst·I the ticks to
+// fill an empty bucket, the bucket at tick now holds
+//
+//	tokens(now) = (F − max(0, TAT − now)) / I
+//
+// so TAT ≤ now is a full bucket (the zero State is full at every instant),
+// and TAT = now + F is an empty one. Spending c tokens at tick now is
+//
+//	TAT' = max(TAT, now) + c·I,   allowed iff TAT' − now ≤ F
+//
+// and a denied request leaves the word unchanged. Policy.Take is exactly this
+// transition, a pure function that the stores call under a lock or in a CAS
+// loop.
+//
+// # Time unit and exactness
+//
+// A tick is 1/k ns, where k (Policy.Scale) is the denominator of Per/Rate in
+// lowest terms whenever that is at most MaxScale (14). Then I = k·Per/Rate
+// is a whole number and every decision equals that of the exact rational
+// token bucket, with no drift: PerMinute(3) admits 3, then one every 20s
+// forever; 3 per 10s (k = 3) is exact too. For other limits k is the least
+// value for which rounding I up to a whole tick loses at most 0.01% of the
+// rate; the rounding is against the client, never for it. Policy.Exact
+// reports which case applies. Limits whose token interval is below about
+// 714ns and not exact are rejected.
+//
+// # Bounds, and why nothing wraps
+//
+// A store's clock reading is taken relative to the store's creation (its
+// epoch) and clamped to [0, 2^62] ticks; the fill time F is at most 2^62
+// ticks, or the limit is rejected with ErrInvalidLimit naming the largest
+// Burst it allows. So a TAT never exceeds 2^63 and no sum of a TAT and a
+// spend can overflow 64 bits. The clock range is 2^62/k ns after the
+// epoch: 146 years at k = 1, over 10 years at k = 14. Past that range time
+// stops, which can only deny. Because the word stores an absolute instant
+// rather than a time modulo some period, a key idle for any length of time
+// within that range comes back full: there is no wrap-around. Burst is
+// bounded only by the fill time: a million tokens at one per second is
+// under 12 days, far within it.
+//
+// # Time never mints tokens
+//
+// Take never moves TAT backwards. A goroutine holding a stale reading of
+// now (it read the clock, then lost a race) sees a larger max(0, TAT − now)
+// and so fewer tokens, never more; a clock stepped backwards likewise only
+// denies more until it catches up.
+package keyrate

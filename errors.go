@@ -1,0 +1,30 @@
+package keyrate
+
+import "errors"
+
+// Errors returned by keyrate and its stores. Each is wrapped with the values
+// involved, so test for them with errors.Is.
+var (
+	// ErrInvalidLimit reports a Limit that is out of range: Rate, Per or
+	// Burst below 1, or a limit the packed state cannot represent (see the
+	// package documentation for the bounds). Returned by Limit.Validate and
+	// by every store's New.
+	ErrInvalidLimit = errors.New("keyrate: invalid limit")
+
+	// ErrInvalidCost reports a cost below 1.
+	ErrInvalidCost = errors.New("keyrate: invalid cost")
+
+	// ErrCostExceedsBurst reports a cost larger than the limit's Burst. Such
+	// a request can never be allowed, however long the client waits, so it
+	// is an error rather than a deny that a client would retry forever.
+	ErrCostExceedsBurst = errors.New("keyrate: cost exceeds burst")
+
+	// ErrInvalidKey reports a key a store cannot hold. The in-process stores
+	// accept every string, the empty string included; stores with a remote
+	// backend document their bounds.
+	ErrInvalidKey = errors.New("keyrate: invalid key")
+
+	// ErrInvalidOption reports an option that does not apply to the store it
+	// was given to, or an option value out of range.
+	ErrInvalidOption = errors.New("keyrate: invalid option")
+)

@@ -1,0 +1,66 @@
+package keyrate
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limit is a token-bucket limit: Rate tokens are added every Per, up to a
+// capacity of Burst tokens. A request of cost c is allowed when the bucket
+// holds at least c tokens, and spends them.
+//
+// Over any interval of length T a key is allowed at most
+// Burst + Rate·T/Per tokens in total.
+//
+// The zero Limit is invalid; build one with PerSecond, PerMinute, PerHour or
+// Every, optionally followed by WithBurst.
+type Limit struct {
+	// Rate is the number of tokens added every Per. At least 1.
+	Rate int
+	// Per is the period over which Rate tokens are added. At least 1ns.
+	Per time.Duration
+	// Burst is the bucket's capacity: the most tokens a key can spend at
+	// once after being idle. At least 1.
+	Burst int
+}
+
+// PerSecond returns a limit of n tokens per second with a burst of n.
+func PerSecond(n int) Limit { return Limit{Rate: n, Per: time.Second, Burst: n} }
+
+// PerMinute returns a limit of n tokens per minute with a burst of n.
+func PerMinute(n int) Limit { return Limit{Rate: n, Per: time.Minute, Burst: n} }
+
+// PerHour returns a limit of n tokens per hour with a burst of n.
+func PerHour(n int) Limit { return Limit{Rate: n, Per: time.Hour, Burst: n} }
+
+// Every returns a limit of one token every d with a burst of 1.
+func Every(d time.Duration) Limit { return Limit{Rate: 1, Per: d, Burst: 1} }
+
+// WithBurst returns a copy of l with its Burst set to b.
+func (l Limit) WithBurst(b int) Limit {
+	l.Burst = b
+	return l
+}
+
+// Validate reports whether l can be enforced: it returns nil, or an error
+// wrapping ErrInvalidLimit that names the offending value and its bound.
+func (l Limit) Validate() error {
+	_, err := compile(l)
+	return err
+}
+
+// FillTime returns how long an empty bucket takes to fill: Burst·Per/Rate,
+// rounded up to a whole nanosecond. A key idle that long is back to a full
+// bucket.
+func (l Limit) FillTime() time.Duration {
+	p, err := compile(l)
+	if err != nil {
+		return 0
+	}
+	return p.duration(p.fill)
+}
+
+// String returns the limit in the form "3 per 1m0s, burst 3".
+func (l Limit) String() string {
+	return fmt.Sprintf("%d per %v, burst %d", l.Rate, l.Per, l.Burst)
+}

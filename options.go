@@ -1,0 +1,69 @@
+package keyrate
+
+import (
+	"fmt"
+
+	"github.com/keyrate/keyrate/clock"
+)
+
+// Option configures a store. The options every store accepts are in this
+// package; options for one store live in that store's package and are built
+// with StoreOption.
+type Option func(*Settings)
+
+// Settings is the configuration that Configure resolves from options. Stores
+// read it; users set it through Options.
+type Settings struct {
+	// Clock is the time source. The default is clock.System().
+	Clock clock.Clock
+
+	store any   // the store's own settings, for StoreOption
+	err   error // the first option that did not apply
+}
+
+// WithClock makes the store read time from c instead of clock.System(). A
+// nil c keeps the default.
+func WithClock(c clock.Clock) Option {
+	return func(s *Settings) {
+		if c != nil {
+			s.Clock = c
+		}
+	}
+}
+
+// StoreOption returns an Option, named name in errors, that applies set to
+// a store's own settings of type T. Given to a store whose settings are not
+// a T, the option makes Configure fail with ErrInvalidOption.
+func StoreOption[T any](name string, set func(*T) error) Option {
+	return func(s *Settings) {
+		if s.err != nil {
+			return
+		}
+		t, ok := s.store.(*T)
+		if !ok {
+			s.err = fmt.Errorf("%w: %s does not apply to this store", ErrInvalidOption, name)
+			return
+		}
+		if err := set(t); err != nil {
+			s.err = fmt.Errorf("%w: %s: %w", ErrInvalidOption, name, err)
+		}
+	}
+}
+
+// Configure applies opts in order over the defaults and returns the
+// resulting settings. store points to the calling store's own settings,
+// which options made with StoreOption fill in; it may be nil for a store
+// that has none.
+func Configure(store any, opts ...Option) (Settings, error) {
+	s := Settings{Clock: clock.System(), store: store}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&s)
+		}
+	}
+	if s.err != nil {
+		return Settings{}, s.err
+	}
+	s.store = nil
+	return s, nil
+}

@@ -1,0 +1,231 @@
+package keyrate
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/keyrate/keyrate/clock"
+)
+
+// Bounds of the packed state; see the package documentation.
+const (
+	// maxTicks bounds both a store's clock reading and a bucket's fill time,
+	// in ticks, so that a theoretical arrival time (at most their sum) fits
+	// in 63 bits and no addition can wrap.
+	maxTicks = 1 << 62
+	// MaxScale is the most ticks per nanosecond a Policy uses. It keeps a
+	// store's clock range at maxTicks/MaxScale ns, over ten years.
+	MaxScale = 14
+	// coarseError bounds the rate a coarsened policy gives up: at most
+	// 1/coarseError of it (0.01%).
+	coarseError = 10_000
+)
+
+// State is one bucket's packed 64-bit state: its theoretical arrival time
+// (TAT), the tick at which the bucket will next be full. The zero State is a
+// full bucket. See the package documentation for how it encodes the tokens
+// and the timestamp.
+type State uint64
+
+// Policy is a Limit compiled for the packed State, together with the clock
+// it reads: the token-bucket arithmetic that every keyrate store shares.
+// Stores differ only in how they synchronise calls to Take on one State.
+//
+// A Policy is immutable after NewPolicy and safe for concurrent use.
+type Policy struct {
+	limit    Limit
+	scale    uint64 // ticks per nanosecond
+	interval uint64 // ticks per token: Per·scale/Rate, exact or rounded up
+	fill     uint64 // ticks to fill an empty bucket: Burst·interval
+	exact    bool
+	clock    clock.Clock
+	epoch    time.Duration
+	maxNanos time.Duration // clock readings past epoch+maxNanos saturate
+}
+
+// NewPolicy compiles l for clock c (clock.System() if c is nil). The
+// policy's epoch, tick 0, is c's reading now. It returns an error wrapping
+// ErrInvalidLimit if l is out of range.
+func NewPolicy(l Limit, c clock.Clock) (Policy, error) {
+	p, err := compile(l)
+	if err != nil {
+		return Policy{}, err
+	}
+	if c == nil {
+		c = clock.System()
+	}
+	p.clock = c
+	p.epoch = c.Now()
+	return p, nil
+}
+
+// compile validates l and works out its tick unit. It reads no clock.
+func compile(l Limit) (Policy, error) {
+	switch {
+	case l.Rate < 1:
+		return Policy{}, fmt.Errorf("%w: Rate %d is below 1", ErrInvalidLimit, l.Rate)
+	case l.Per < 1:
+		return Policy{}, fmt.Errorf("%w: Per %v is below 1ns", ErrInvalidLimit, l.Per)
+	case l.Burst < 1:
+		return Policy{}, fmt.Errorf("%w: Burst %d is below 1", ErrInvalidLimit, l.Burst)
+	}
+	per, rate := uint64(l.Per), uint64(l.Rate)
+	p := Policy{limit: l}
+	if g := gcd(per, rate); rate/g <= MaxScale {
+		// Exact: count time in units of 1/(Rate/g) ns, so that one token is
+		// (Per/g) ticks, a whole number.
+		p.scale, p.interval, p.exact = rate/g, per/g, true
+	} else {
+		// Coarse: the least scale whose interval, rounded up (against the
+		// client), is within 1/coarseError of the true one.
+		for k := uint64(1); k <= MaxScale; k++ {
+			hi, lo := bits.Mul64(per, k)
+			// hi < rate, since per·k < 2^67 and rate > MaxScale; and r > 0,
+			// since rate/g > MaxScale cannot divide k.
+			q, r := bits.Div64(hi, lo, rate)
+			// The fraction of the rate lost by rounding up is
+			// (q+1 - per·k/rate) / (per·k/rate) = (rate-r) / (per·k).
+			lostHi, lostLo := bits.Mul64(rate-r, coarseError)
+			if hi > lostHi || (hi == lostHi && lo >= lostLo) {
+				p.scale, p.interval = k, q+1
+				break
+			}
+		}
+		if p.scale == 0 {
+			return Policy{}, fmt.Errorf("%w: Rate %d per %v is too fast: a token every %.3gns is below the %dns the state can count within 0.01%%",
+				ErrInvalidLimit, l.Rate, l.Per, float64(per)/float64(rate), coarseError/MaxScale)
+		}
+	}
+	if hi, lo := bits.Mul64(uint64(l.Burst), p.interval); hi != 0 || lo > maxTicks {
+		maxBurst := maxTicks / p.interval
+		return Policy{}, fmt.Errorf("%w: Burst %d takes too long to fill at %d per %v: the most is %d",
+			ErrInvalidLimit, l.Burst, l.Rate, l.Per, maxBurst)
+	}
+	p.fill = uint64(l.Burst) * p.interval
+	p.maxNanos = time.Duration(maxTicks / p.scale)
+	return p, nil
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// Limit returns the limit the policy enforces.
+func (p *Policy) Limit() Limit { return p.limit }
+
+// Exact reports whether the policy's decisions equal those of the exact
+// rational token bucket. It is true whenever Per/Rate, reduced to lowest
+// terms, has a denominator of at most MaxScale (every limit whose token
+// interval is a whole number of nanoseconds, and 3 per 10s too). Otherwise
+// the interval is rounded up, losing less than 0.01% of the rate.
+func (p *Policy) Exact() bool { return p.exact }
+
+// Scale returns the policy's ticks per nanosecond.
+func (p *Policy) Scale() uint64 { return p.scale }
+
+// Now reads the policy's clock and returns the time since the epoch in
+// ticks. A reading before the epoch counts as tick 0; one more than the
+// clock range after it saturates, so that time stops rather than wraps.
+func (p *Policy) Now() uint64 { return p.Ticks(p.clock.Now()) }
+
+// Ticks converts a reading t of the policy's clock to ticks since the
+// epoch, as Now does.
+func (p *Policy) Ticks(t time.Duration) uint64 {
+	d := t - p.epoch
+	if d < 0 {
+		d = 0
+	} else if d > p.maxNanos {
+		d = p.maxNanos
+	}
+	return uint64(d) * p.scale
+}
+
+// CheckCost returns nil if cost can ever be allowed under the policy, and
+// otherwise an error wrapping ErrInvalidCost or ErrCostExceedsBurst.
+func (p *Policy) CheckCost(cost int) error {
+	if cost < 1 {
+		return fmt.Errorf("%w: cost %d is below 1", ErrInvalidCost, cost)
+	}
+	if cost > p.limit.Burst {
+		return fmt.Errorf("%w: cost %d is above the burst of %d", ErrCostExceedsBurst, cost, p.limit.Burst)
+	}
+	return nil
+}
+
+// Take is the token-bucket transition: it spends cost tokens from state s
+// at tick now, returning the new state and true, or s and false if the
+// bucket holds fewer than cost tokens. It is pure: it reads no clock and
+// changes nothing. cost must satisfy CheckCost.
+//
+// The new state never precedes s, so a stale reading of now (taken before
+// another goroutine's update) can only find fewer tokens, never more.
+func (p *Policy) Take(s State, now uint64, cost int) (State, bool) {
+	next := max(uint64(s), now) + uint64(cost)*p.interval
+	if next-now > p.fill {
+		return s, false
+	}
+	return State(next), true
+}
+
+// Full reports whether the bucket in state s is full at tick now: it is
+// then indistinguishable from a new bucket.
+func (p *Policy) Full(s State, now uint64) bool { return uint64(s) <= now }
+
+// Decide builds the Decision for a request of cost at tick now, given the
+// bucket's state s after it (the new state when allowed, the unchanged one
+// when denied).
+func (p *Policy) Decide(s State, now uint64, cost int, allowed bool) Decision {
+	debt := p.debt(s, now)
+	d := Decision{
+		Allowed:    allowed,
+		Limit:      p.limit,
+		Remaining:  p.remaining(debt),
+		ResetAfter: p.duration(debt),
+	}
+	if !allowed {
+		d.RetryAfter = p.duration(debt + uint64(cost)*p.interval - p.fill)
+	}
+	return d
+}
+
+// Peek reports what a cost-1 request would get from state s at tick now,
+// spending nothing.
+func (p *Policy) Peek(s State, now uint64) Decision {
+	debt := p.debt(s, now)
+	d := Decision{
+		Allowed:    debt+p.interval <= p.fill,
+		Limit:      p.limit,
+		Remaining:  p.remaining(debt),
+		ResetAfter: p.duration(debt),
+	}
+	if !d.Allowed {
+		d.RetryAfter = p.duration(debt + p.interval - p.fill)
+	}
+	return d
+}
+
+// debt returns the ticks until the bucket in state s is full: 0 if it is.
+func (p *Policy) debt(s State, now uint64) uint64 {
+	if uint64(s) <= now {
+		return 0
+	}
+	return uint64(s) - now
+}
+
+// remaining returns the whole tokens in a bucket with the given debt. The
+// debt exceeds the fill time only after the clock went backwards.
+func (p *Policy) remaining(debt uint64) int {
+	if debt >= p.fill {
+		return 0
+	}
+	return int((p.fill - debt) / p.interval)
+}
+
+// duration converts ticks to a duration, rounding up.
+func (p *Policy) duration(ticks uint64) time.Duration {
+	return time.Duration((ticks + p.scale - 1) / p.scale)
+}
