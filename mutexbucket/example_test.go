@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/mutexbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/mutexbucket"
 )
 
 func Example() {

@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/mutexbucket"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/conformance"
+	"github.com/keyrate/keyrate/mutexbucket"
 )
 
 func TestConformance(t *testing.T) {

@@ -345,7 +345,7 @@ func testInvalidLimits(t *testing.T, s Store) {
 		{Rate: 1, Per: -time.Second, Burst: 1},
 		{Rate: 1, Per: time.Second, Burst: 0},
 		{Rate: 1, Per: time.Second, Burst: -5},
-		{Rate: 999_999_937, Per: time.Second, Burst: 1}, // a token every ~1ns, not representable exactly
+		{Rate: 999_999_937, Per: time.Second, Burst: 1},  // a token every ~1ns, not representable exactly
 		keyrate.Every(24 * time.Hour).WithBurst(1 << 30), // fill time beyond the packed state's range
 	} {
 		l, err := s.New(t, lim, clock.NewManual(start))
