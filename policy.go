@@ -171,6 +171,16 @@ func (p *Policy) Take(s State, now uint64, cost int) (State, bool) {
 	return State(next), true
 }
 
+// Encode returns the state of a bucket holding tokens tokens at tick now,
+// clamped to [0, Burst]. It is the inverse of Tokens.
+func (p *Policy) Encode(tokens int, now uint64) State {
+	tokens = min(max(tokens, 0), p.limit.Burst)
+	return State(now + uint64(p.limit.Burst-tokens)*p.interval)
+}
+
+// Tokens returns the whole tokens in the bucket in state s at tick now.
+func (p *Policy) Tokens(s State, now uint64) int { return p.remaining(p.debt(s, now)) }
+
 // Full reports whether the bucket in state s is full at tick now: it is
 // then indistinguishable from a new bucket.
 func (p *Policy) Full(s State, now uint64) bool { return uint64(s) <= now }

@@ -1,0 +1,83 @@
+package keyrate_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/clock"
+)
+
+// A store answers per key; each key has its own bucket.
+func Example() {
+	limiter, err := atomicbucket.New(keyrate.PerSecond(2))
+	if err != nil {
+		panic(err)
+	}
+	for _, key := range []string{"alice", "alice", "alice", "bob"} {
+		fmt.Println(key, limiter.Allow(key))
+	}
+	// Output:
+	// alice true
+	// alice true
+	// alice false
+	// bob true
+}
+
+// AllowN returns a Decision with what an HTTP server needs for a 429.
+func Example_decision() {
+	clk := clock.NewManual(0)
+	limiter, _ := atomicbucket.New(keyrate.PerMinute(3), keyrate.WithClock(clk))
+	for i := 0; i < 4; i++ {
+		d, _ := limiter.AllowN("client-42", 1)
+		fmt.Printf("allowed=%v remaining=%d retry-after=%v reset-after=%v\n",
+			d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter)
+	}
+	// Output:
+	// allowed=true remaining=2 retry-after=0s reset-after=20s
+	// allowed=true remaining=1 retry-after=0s reset-after=40s
+	// allowed=true remaining=0 retry-after=0s reset-after=1m0s
+	// allowed=false remaining=0 retry-after=20s reset-after=1m0s
+}
+
+// Errors are typed: test them with errors.Is.
+func Example_errors() {
+	limiter, _ := atomicbucket.New(keyrate.PerSecond(5))
+	_, err := limiter.AllowN("k", 6)
+	fmt.Println(errors.Is(err, keyrate.ErrCostExceedsBurst), err)
+	_, err = atomicbucket.New(keyrate.Limit{Rate: 5, Per: time.Second})
+	fmt.Println(errors.Is(err, keyrate.ErrInvalidLimit), err)
+	// Output:
+	// true keyrate: cost exceeds burst: cost 6 is above the burst of 5
+	// true keyrate: invalid limit: Burst 0 is below 1
+}
+
+func ExampleLimit_WithBurst() {
+	l := keyrate.PerSecond(10).WithBurst(50)
+	fmt.Println(l, "- fills in", l.FillTime())
+	// Output: 10 per 1s, burst 50 - fills in 5s
+}
+
+func ExampleEvery() {
+	fmt.Println(keyrate.Every(2 * time.Second))
+	// Output: 1 per 2s, burst 1
+}
+
+// Policy is the arithmetic every store shares; a store only synchronises
+// calls to Take on one word.
+func ExamplePolicy_Take() {
+	p, _ := keyrate.NewPolicy(keyrate.PerSecond(2), clock.NewManual(0))
+	var s keyrate.State // the zero State is a full bucket
+	now := p.Now()
+	for i := 0; i < 3; i++ {
+		var ok bool
+		s, ok = p.Take(s, now, 1)
+		fmt.Println(ok, p.Tokens(s, now))
+	}
+	// Output:
+	// true 1
+	// true 0
+	// false 0
+}
