@@ -1,0 +1,196 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// ipKey is ByIP's configuration and its key function.
+type ipKey struct {
+	trusted []netip.Prefix // unmapped and masked
+	header  string         // canonical name of the one forwarding header read
+	v6bits  int            // IPv6 grouping prefix length
+}
+
+// key returns r's client key: see ByIP.
+func (k *ipKey) key(r *http.Request) (string, error) {
+	addr, raw, err := k.client(r)
+	if err != nil {
+		return "", err
+	}
+	if addr.Is4() {
+		if raw != "" {
+			return raw, nil // already canonical text: no allocation
+		}
+		return addr.String(), nil
+	}
+	if k.v6bits == 128 {
+		return addr.String(), nil
+	}
+	p, err := addr.Prefix(k.v6bits)
+	if err != nil { // unreachable: v6bits is checked by IPv6Prefix
+		return "", fmt.Errorf("%w: %v: %w", ErrBadAddress, addr, err)
+	}
+	return p.String(), nil
+}
+
+// client returns r's client address, unmapped and without a zone, and, if
+// it is IPv4 and was written canonically in the request, that text. See ByIP
+// for the walk through the forwarding header.
+func (k *ipKey) client(r *http.Request) (netip.Addr, string, error) {
+	peer, raw, ok := parseHostPort(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, "", fmt.Errorf("%w: remote address %q is not an IP address", ErrBadAddress, r.RemoteAddr)
+	}
+	if !k.isTrusted(peer) {
+		return peer, raw, nil
+	}
+	forwarded := k.header == "Forwarded"
+	lines := r.Header[k.header]
+	for i := len(lines) - 1; i >= 0; i-- {
+		rest := lines[i]
+		for {
+			comma := lastComma(rest, forwarded)
+			if elem := trimOWS(rest[comma+1:]); elem != "" {
+				var ok bool
+				if forwarded {
+					peer, raw, ok = parseForwardedFor(elem)
+				} else {
+					peer, raw, ok = parseHostPort(elem)
+				}
+				if !ok {
+					return netip.Addr{}, "", fmt.Errorf("%w: %s entry %q from a trusted proxy is not an IP address", ErrBadAddress, k.header, elem)
+				}
+				if !k.isTrusted(peer) {
+					return peer, raw, nil
+				}
+			}
+			if comma < 0 {
+				break
+			}
+			rest = rest[:comma]
+		}
+	}
+	return peer, raw, nil // every hop is trusted: the left-most
+}
+
+// isTrusted reports whether a is in a trusted proxy range.
+func (k *ipKey) isTrusted(a netip.Addr) bool {
+	for _, p := range k.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastComma returns the index of the last comma in s that separates list
+// elements, or -1. With quoted set, commas inside double quotes do not
+// count. The scan runs from the right, so that well-formed elements that
+// proxies appended are split correctly whatever a client put before them.
+func lastComma(s string, quoted bool) int {
+	in := false
+	for i := len(s) - 1; i >= 0; i-- {
+		switch s[i] {
+		case '"':
+			if quoted {
+				in = !in
+			}
+		case ',':
+			if !in {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// trimOWS trims HTTP optional whitespace (spaces and tabs) from s.
+func trimOWS(s string) string {
+	return strings.Trim(s, " \t")
+}
+
+// parseForwardedFor returns the address in the for= parameter of one
+// Forwarded element (RFC 7239): a token or a quoted string holding an IPv4
+// address or a bracketed IPv6 address, either with an optional port.
+func parseForwardedFor(elem string) (netip.Addr, string, bool) {
+	for elem != "" {
+		pair := elem
+		if i := strings.IndexByte(elem, ';'); i >= 0 {
+			pair, elem = elem[:i], elem[i+1:]
+		} else {
+			elem = ""
+		}
+		name, value, ok := strings.Cut(trimOWS(pair), "=")
+		if !ok || !strings.EqualFold(name, "for") {
+			continue
+		}
+		if strings.HasPrefix(value, `"`) {
+			if len(value) < 2 || !strings.HasSuffix(value, `"`) {
+				return netip.Addr{}, "", false
+			}
+			value = value[1 : len(value)-1]
+			if strings.ContainsAny(value, `"\`) {
+				return netip.Addr{}, "", false
+			}
+		}
+		return parseHostPort(value)
+	}
+	return netip.Addr{}, "", false
+}
+
+// parseHostPort parses an IP address with an optional port: "192.0.2.1",
+// "192.0.2.1:80", "2001:db8::1", "[2001:db8::1]" or "[2001:db8::1]:80". It
+// returns the address unmapped and without a zone and, when the text was a
+// plain IPv4 address (which netip only accepts in canonical form), that
+// text.
+func parseHostPort(s string) (netip.Addr, string, bool) {
+	host := s
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 || !validPort(s[end+1:], true) {
+			return netip.Addr{}, "", false
+		}
+		host = s[1:end]
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() {
+			return netip.Addr{}, "", false
+		}
+		return a.WithZone("").Unmap(), "", true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Is4() {
+			return a, s, true
+		}
+		return a.WithZone("").Unmap(), "", true
+	}
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 || !validPort(s[i:], false) {
+		return netip.Addr{}, "", false
+	}
+	host = s[:i]
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, "", false // a bare IPv6 address cannot carry a port
+	}
+	return a, host, true
+}
+
+// validPort reports whether s is ":" followed by 1 to 5 digits, or, if
+// optional, empty.
+func validPort(s string, optional bool) bool {
+	if s == "" {
+		return optional
+	}
+	if s[0] != ':' || len(s) < 2 || len(s) > 6 {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
