@@ -160,20 +160,26 @@ func parseHostPort(s string) (netip.Addr, string, bool) {
 		}
 		return a.WithZone("").Unmap(), "", true
 	}
-	if a, err := netip.ParseAddr(s); err == nil {
+	i := strings.IndexByte(s, ':')
+	if i < 0 || strings.IndexByte(s[i+1:], ':') >= 0 {
+		// No colon (IPv4) or several (IPv6): no port.
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}, "", false
+		}
 		if a.Is4() {
 			return a, s, true
 		}
 		return a.WithZone("").Unmap(), "", true
 	}
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 || !validPort(s[i:], false) {
+	// One colon: IPv4 and a port. (A bare IPv6 address cannot carry one.)
+	host = s[:i]
+	if !validPort(s[i:], false) {
 		return netip.Addr{}, "", false
 	}
-	host = s[:i]
 	a, err := netip.ParseAddr(host)
 	if err != nil || !a.Is4() {
-		return netip.Addr{}, "", false // a bare IPv6 address cannot carry a port
+		return netip.Addr{}, "", false
 	}
 	return a, host, true
 }
