@@ -4,8 +4,8 @@
 //	keyrate replay [-store mutex|striped|atomic] < input
 //
 // decides a recorded stream of requests with one of the library's stores on
-// a manual clock and prints allow or deny for each (see replay.go for the
-// input format). Run "keyrate -h" for the full list.
+// a manual clock and prints allow or deny for each; "keyrate replay -h"
+// describes its input. Run "keyrate -h" for the full list.
 //
 // Exit status: 0 on success, 1 when writing the output fails, 2 for a usage
 // error or bad input.
