@@ -7,8 +7,8 @@
 // a manual clock and prints allow or deny for each; "keyrate replay -h"
 // describes its input. Run "keyrate -h" for the full list.
 //
-// Exit status: 0 on success, 1 when writing the output fails, 2 for a usage
-// error or bad input.
+// Exit status: 0 on success, 1 when reading the input or writing the output
+// fails, 2 for a usage error or bad input.
 package main
 
 import (

@@ -41,12 +41,12 @@ The input is three header lines, each one integer, then the commands:
 
 A request spends one token of client's bucket at the integer timestamp.
 Timestamps are at least 0, at most 2^62·gcd(capacity, window)/capacity
-(over 4.6·10^15 for any capacity up to 1000), and never decrease across the
-stream. A client is
-any non-empty run of non-space bytes. Fields are separated by spaces or tabs
-(any ASCII white space); a line holds at most 1 MiB, not counting its line ending. Blank lines after
-the last command are ignored; anywhere else they are an error. Decisions
-are exact: they equal those of a token bucket counted in rationals.
+(over 4.6·10^15 for any capacity up to 1000), and never decrease across
+the stream. A client is any non-empty run of non-space bytes. Fields are
+separated by spaces or tabs (any ASCII white space); a line holds at most
+1 MiB, not counting its line ending. Blank lines after the last command
+are ignored; anywhere else they are an error. Decisions are exact: they
+equal those of a token bucket counted in rationals.
 
 On bad input replay prints one line on stderr naming the input line at
 fault, prints nothing on stdout, and exits with status 2.
