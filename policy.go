@@ -124,6 +124,11 @@ func (p *Policy) Limit() Limit { return p.limit }
 // the interval is rounded up, losing less than 0.01% of the rate.
 func (p *Policy) Exact() bool { return p.exact }
 
+// Range returns the policy's clock range: readings up to Range after the
+// epoch are exact; later ones saturate there, so time stops rather than
+// wraps. It is 2^62/Scale ns: 146 years at one tick per nanosecond.
+func (p *Policy) Range() time.Duration { return p.maxNanos }
+
 // Scale returns the policy's ticks per nanosecond.
 func (p *Policy) Scale() uint64 { return p.scale }
 

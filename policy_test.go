@@ -243,3 +243,18 @@ func FuzzStateRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestRange(t *testing.T) {
+	for _, c := range []struct {
+		limit Limit
+		want  time.Duration
+	}{
+		{PerSecond(10), maxTicks},
+		{PerSecond(7), maxTicks / 7},
+	} {
+		p, err := NewPolicy(c.limit, nil)
+		if err != nil || p.Range() != c.want {
+			t.Errorf("NewPolicy(%v).Range() = %v, %v; want %v", c.limit, p.Range(), err, c.want)
+		}
+	}
+}

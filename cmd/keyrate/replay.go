@@ -58,12 +58,6 @@ Flags:
 // its line ending.
 const maxLine = 1 << 20
 
-// clockTicks is the clock range of a keyrate store, in ticks after its
-// epoch (see the keyrate package documentation): a reading beyond
-// clockTicks/Policy.Scale() ns saturates, so replay rejects timestamps that
-// would map past it.
-const clockTicks = 1 << 62
-
 // replayStores are the stores -store selects, in the order usage lists them.
 var replayStores = []struct {
 	name string
@@ -176,7 +170,9 @@ func replay(r io.Reader, newStore func(keyrate.Limit, ...keyrate.Option) (keyrat
 	if err != nil {
 		return cannot(err.Error())
 	}
-	maxTS := int64(clockTicks/policy.Scale()) / u
+	// A reading past the store's clock range saturates, so replay rejects
+	// timestamps that would map past it.
+	maxTS := int64(policy.Range()) / u
 
 	n, err := in.header("command count", 0, math.MaxInt64)
 	if err != nil {
