@@ -27,4 +27,11 @@ var (
 	// ErrInvalidOption reports an option that does not apply to the store it
 	// was given to, or an option value out of range.
 	ErrInvalidOption = errors.New("keyrate: invalid option")
+
+	// ErrStoreFull reports a request for a new key that a store could not
+	// track without exceeding its WithMaxKeys limit, even after evicting
+	// every idle bucket it could. The store fails closed: the request is
+	// refused, spends nothing and stores nothing, while keys the store
+	// already tracks are served normally. The error names the limit.
+	ErrStoreFull = errors.New("keyrate: store full")
 )

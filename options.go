@@ -2,6 +2,7 @@ package keyrate
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/keyrate/keyrate/clock"
 )
@@ -16,6 +17,18 @@ type Option func(*Settings)
 type Settings struct {
 	// Clock is the time source. The default is clock.System().
 	Clock clock.Clock
+
+	// MaxKeys is the most keys the store tracks at once; 0, the default,
+	// is no limit. Set with WithMaxKeys.
+	MaxKeys int
+
+	// SweepInterval is the period of the store's background sweeper; 0,
+	// the default, starts none. Set with WithSweepInterval.
+	SweepInterval time.Duration
+
+	// HashedKeys makes the store keep a seeded 64-bit hash of each key
+	// instead of the key. The default is false. Set with WithHashedKeys.
+	HashedKeys bool
 
 	store any   // the store's own settings, for StoreOption
 	err   error // the first option that did not apply

@@ -5,9 +5,8 @@ package atomicbucket
 import (
 	"sync/atomic"
 
-	"github.com/puzpuzpuz/xsync/v3"
-
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // Store is a keyrate.Limiter that keeps each key's packed state (see
@@ -22,15 +21,56 @@ import (
 // find fewer tokens (see keyrate.Policy.Take), so the loop never
 // over-admits.
 //
-// A Store is safe for concurrent use. Create one with New; the zero value
-// is not usable. Known keys cost no allocation; each new key allocates one
-// word. Options: keyrate.WithClock (default clock.System()).
+// # Memory
+//
+// The store removes the words of idle keys exactly: only a word that is
+// full again (idle for at least Limit.FillTime since it was last emptied),
+// which is indistinguishable from a new one. The sweep swaps such a word to
+// keyrate.Tombstone with one compare-and-swap from the very value it judged
+// full, then deletes it from the map; a spend's compare-and-swap therefore
+// either lands before the mark (and the sweep leaves the word alone) or
+// finds the mark and looks the key up again, so no spend is ever lost.
+// Sweeps happen on the call that inserts a new key, paced to amortised one
+// key examined per insertion (that one call walks the whole map, holding
+// one lock at a time), in the background with keyrate.WithSweepInterval,
+// and on demand with Sweep. keyrate.WithMaxKeys caps the keys tracked
+// (failing closed with keyrate.ErrStoreFull when no word is full enough to
+// evict), and keyrate.WithHashedKeys keeps a seeded 64-bit hash instead of
+// each key. See package internal/sweep for the argument that eviction never
+// changes a decision.
+//
+// A Store is safe for concurrent use. Create one with New, and Close it if
+// it has a background sweeper; the zero value is not usable. Known keys
+// cost no allocation; each new key allocates one word. Options:
+// keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys (default
+// no cap), keyrate.WithSweepInterval (default no background sweeper) and
+// keyrate.WithHashedKeys (default off).
 type Store struct {
 	policy keyrate.Policy
-	words  *xsync.MapOf[string, *atomic.Uint64]
+	words  sweep.Map[*word]
 }
 
-var _ keyrate.Limiter = (*Store)(nil)
+// word is one key's packed state; keyrate.Tombstone once swept.
+type word struct{ v atomic.Uint64 }
+
+// Evict swaps w to keyrate.Tombstone if it is full at now. See
+// sweep.Bucket.
+func (w *word) Evict(p *keyrate.Policy, now uint64) bool {
+	for {
+		old := w.v.Load()
+		if keyrate.State(old) == keyrate.Tombstone || !p.Full(keyrate.State(old), now) {
+			return false
+		}
+		if w.v.CompareAndSwap(old, uint64(keyrate.Tombstone)) {
+			return true
+		}
+	}
+}
+
+var (
+	_ keyrate.Limiter        = (*Store)(nil)
+	_ keyrate.BoundedLimiter = (*Store)(nil)
+)
 
 // New returns a store enforcing limit on every key. It returns an error
 // wrapping keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or
@@ -44,62 +84,88 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{policy: policy, words: xsync.NewMapOf[string, *atomic.Uint64]()}, nil
-}
-
-// get returns key's word, creating a full bucket on first use.
-func (s *Store) get(key string) *atomic.Uint64 {
-	if w, ok := s.words.Load(key); ok {
+	s := &Store{policy: policy}
+	s.words.Init(&s.policy, set, func(st keyrate.State) *word {
+		w := new(word)
+		w.v.Store(uint64(st))
 		return w
-	}
-	w, _ := s.words.LoadOrCompute(key, func() *atomic.Uint64 { return new(atomic.Uint64) })
-	return w
+	})
+	return s, nil
 }
 
-// take runs the CAS loop: it spends cost tokens from w at tick now if the
-// bucket holds them, and returns the state after the call.
-func (s *Store) take(w *atomic.Uint64, now uint64, cost int) (keyrate.State, bool) {
+// take runs the CAS loop: it spends cost tokens for key if its bucket holds
+// them, and returns the state after the call and the tick it was decided
+// at.
+func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) {
 	for {
-		old := keyrate.State(w.Load())
-		next, ok := s.policy.Take(old, now, cost)
-		if !ok {
-			return old, false
+		w, err := s.words.Get(key)
+		if err != nil {
+			return 0, 0, false, err
 		}
-		if w.CompareAndSwap(uint64(old), uint64(next)) {
-			return next, true
+		// Read after the lookup: a word that replaced a swept one is then
+		// spent at a tick no older than the sweep's.
+		now := s.policy.Now()
+		for {
+			old := keyrate.State(w.v.Load())
+			if old == keyrate.Tombstone {
+				break
+			}
+			next, ok := s.policy.Take(old, now, cost)
+			if !ok {
+				return old, now, false, nil
+			}
+			if w.v.CompareAndSwap(uint64(old), uint64(next)) {
+				return next, now, true, nil
+			}
 		}
+		s.words.Drop(key, w) // swept under us: look the key up again
 	}
 }
 
 // Allow reports whether one token may be spent for key now, and spends it
-// if so. It is shorthand for AllowN(key, 1).Allowed.
+// if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
+// store is full (keyrate.WithMaxKeys) and key is new.
 func (s *Store) Allow(key string) bool {
-	_, ok := s.take(s.get(key), s.policy.Now(), 1)
+	_, _, ok, _ := s.take(key, 1)
 	return ok
 }
 
 // AllowN spends cost tokens for key if its bucket holds that many, and
-// reports the decision. See keyrate.Limiter.
+// reports the decision. See keyrate.Limiter. For a new key that a full
+// store cannot track it returns an error wrapping keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if err := s.policy.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
-	w := s.get(key)
-	now := s.policy.Now()
-	state, ok := s.take(w, now, cost)
+	state, now, ok, err := s.take(key, cost)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
 	return s.policy.Decide(state, now, cost, ok), nil
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
 func (s *Store) Peek(key string) keyrate.Decision {
-	var state keyrate.State // an unknown key is a full bucket
-	now := s.policy.Now()
+	state := s.words.Floor() // an unknown key is a new, full bucket
 	if w, ok := s.words.Load(key); ok {
-		state = keyrate.State(w.Load())
+		if v := keyrate.State(w.v.Load()); v != keyrate.Tombstone {
+			state = v
+		}
 	}
-	return s.policy.Peek(state, now)
+	return s.policy.Peek(state, s.policy.Now())
 }
 
 // Len returns the number of keys the store tracks.
-func (s *Store) Len() int { return s.words.Size() }
+func (s *Store) Len() int { return s.words.Len() }
+
+// Sweep removes the word of every key that is full now, and returns how
+// many it removed. See keyrate.BoundedLimiter.
+func (s *Store) Sweep() int { return s.words.Sweep() }
+
+// Stats returns a snapshot of the store's bookkeeping.
+func (s *Store) Stats() keyrate.Stats { return s.words.Stats() }
+
+// Close stops the background sweeper, if any. It is safe to call more than
+// once, and always returns nil. See keyrate.BoundedLimiter.
+func (s *Store) Close() error { return s.words.Close() }

@@ -5,9 +5,8 @@ package mutexbucket
 import (
 	"sync"
 
-	"github.com/puzpuzpuz/xsync/v3"
-
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // Store is a keyrate.Limiter that keeps each key's bucket behind its own
@@ -20,21 +19,56 @@ import (
 // is created by one atomic get-or-create, so two first requests for a key
 // share one full bucket.
 //
-// A Store is safe for concurrent use. Create one with New; the zero value
-// is not usable. Known keys cost no allocation; each new key allocates one
-// bucket. Options: keyrate.WithClock (default clock.System()).
+// # Memory
+//
+// The store removes the buckets of idle keys exactly: only a bucket that is
+// full again (idle for at least Limit.FillTime since it was last emptied),
+// which is indistinguishable from a new one. The sweep marks such a bucket
+// keyrate.Tombstone under the bucket's mutex, in the same critical section
+// that finds it full, then deletes it from the map; a call that locks a
+// marked bucket looks the key up again, so no spend is ever lost. Sweeps
+// happen on the call that inserts a new key, paced to amortised one key
+// examined per insertion (that one call walks the whole map, holding one
+// lock at a time), in the background with keyrate.WithSweepInterval, and on
+// demand with Sweep. keyrate.WithMaxKeys caps the keys tracked (failing
+// closed with keyrate.ErrStoreFull when no bucket is full enough to evict),
+// and keyrate.WithHashedKeys keeps a seeded 64-bit hash instead of each key.
+// See package internal/sweep for the argument that eviction never changes
+// a decision.
+//
+// A Store is safe for concurrent use. Create one with New, and Close it if
+// it has a background sweeper; the zero value is not usable. Known keys
+// cost no allocation; each new key allocates one bucket. Options:
+// keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys (default
+// no cap), keyrate.WithSweepInterval (default no background sweeper) and
+// keyrate.WithHashedKeys (default off).
 type Store struct {
 	policy  keyrate.Policy
-	buckets *xsync.MapOf[string, *bucket]
+	buckets sweep.Map[*bucket]
 }
 
-// bucket is one key's state and the mutex that guards it.
+// bucket is one key's state and the mutex that guards it. A swept bucket's
+// state is keyrate.Tombstone.
 type bucket struct {
 	mu    sync.Mutex
 	state keyrate.State
 }
 
-var _ keyrate.Limiter = (*Store)(nil)
+// Evict marks b as swept if it is full at now. See sweep.Bucket.
+func (b *bucket) Evict(p *keyrate.Policy, now uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == keyrate.Tombstone || !p.Full(b.state, now) {
+		return false
+	}
+	b.state = keyrate.Tombstone
+	return true
+}
+
+var (
+	_ keyrate.Limiter        = (*Store)(nil)
+	_ keyrate.BoundedLimiter = (*Store)(nil)
+)
 
 // New returns a store enforcing limit on every key. It returns an error
 // wrapping keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or
@@ -48,57 +82,80 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{policy: policy, buckets: xsync.NewMapOf[string, *bucket]()}, nil
+	s := &Store{policy: policy}
+	s.buckets.Init(&s.policy, set, func(st keyrate.State) *bucket { return &bucket{state: st} })
+	return s, nil
 }
 
-// get returns key's bucket, creating a full one on first use.
-func (s *Store) get(key string) *bucket {
-	if b, ok := s.buckets.Load(key); ok {
-		return b
+// take spends cost tokens for key if its bucket holds them. It returns the
+// state after the call and the tick it was decided at.
+func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) {
+	for {
+		b, err := s.buckets.Get(key)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		// Read after the lookup: a bucket that replaced a swept one is
+		// then spent at a tick no older than the sweep's.
+		now := s.policy.Now()
+		b.mu.Lock()
+		if b.state != keyrate.Tombstone {
+			next, ok := s.policy.Take(b.state, now, cost)
+			b.state = next
+			b.mu.Unlock()
+			return next, now, ok, nil
+		}
+		b.mu.Unlock()
+		s.buckets.Drop(key, b) // swept under us: look the key up again
 	}
-	b, _ := s.buckets.LoadOrCompute(key, func() *bucket { return new(bucket) })
-	return b
 }
 
 // Allow reports whether one token may be spent for key now, and spends it
-// if so. It is shorthand for AllowN(key, 1).Allowed.
+// if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
+// store is full (keyrate.WithMaxKeys) and key is new.
 func (s *Store) Allow(key string) bool {
-	b := s.get(key)
-	now := s.policy.Now()
-	b.mu.Lock()
-	next, ok := s.policy.Take(b.state, now, 1)
-	b.state = next
-	b.mu.Unlock()
+	_, _, ok, _ := s.take(key, 1)
 	return ok
 }
 
 // AllowN spends cost tokens for key if its bucket holds that many, and
-// reports the decision. See keyrate.Limiter.
+// reports the decision. See keyrate.Limiter. For a new key that a full
+// store cannot track it returns an error wrapping keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if err := s.policy.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
-	b := s.get(key)
-	now := s.policy.Now()
-	b.mu.Lock()
-	next, ok := s.policy.Take(b.state, now, cost)
-	b.state = next
-	b.mu.Unlock()
+	next, now, ok, err := s.take(key, cost)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
 	return s.policy.Decide(next, now, cost, ok), nil
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
 func (s *Store) Peek(key string) keyrate.Decision {
-	var state keyrate.State // an unknown key is a full bucket
-	now := s.policy.Now()
+	state := s.buckets.Floor() // an unknown key is a new, full bucket
 	if b, ok := s.buckets.Load(key); ok {
 		b.mu.Lock()
-		state = b.state
+		if b.state != keyrate.Tombstone {
+			state = b.state
+		}
 		b.mu.Unlock()
 	}
-	return s.policy.Peek(state, now)
+	return s.policy.Peek(state, s.policy.Now())
 }
 
 // Len returns the number of keys the store tracks.
-func (s *Store) Len() int { return s.buckets.Size() }
+func (s *Store) Len() int { return s.buckets.Len() }
+
+// Sweep removes the bucket of every key that is full now, and returns how
+// many it removed. See keyrate.BoundedLimiter.
+func (s *Store) Sweep() int { return s.buckets.Sweep() }
+
+// Stats returns a snapshot of the store's bookkeeping.
+func (s *Store) Stats() keyrate.Stats { return s.buckets.Stats() }
+
+// Close stops the background sweeper, if any. It is safe to call more than
+// once, and always returns nil. See keyrate.BoundedLimiter.
+func (s *Store) Close() error { return s.buckets.Close() }

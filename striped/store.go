@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"sync"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // Store is a keyrate.Limiter that splits keys over a power-of-two number of
@@ -20,7 +20,9 @@ import (
 // A call hashes the key, reads the clock, locks the key's stripe, applies
 // keyrate's shared transition to the key's state and unlocks. Keys on
 // different stripes never contend. The maps hold no pointer per bucket
-// (just the key), which keeps memory per key and GC work low.
+// (just the key), which keeps memory per key and GC work low; with
+// keyrate.WithHashedKeys the map key is the 64-bit hash itself and the maps
+// hold no pointers at all, so the garbage collector never scans them.
 //
 // The hash is hash/maphash with a seed drawn at random per Store, so keys
 // crafted to land on one stripe in one process do not in another. It
@@ -28,26 +30,47 @@ import (
 // ns against 15-25 ns for 8- to 64-byte keys; see BenchmarkHash): xxhash
 // has no one-shot seeded form, and maphash uses the runtime's AES hash.
 //
-// A Store is safe for concurrent use. Create one with New; the zero value
-// is not usable. Known keys cost no allocation; new keys grow a map.
-// Options: keyrate.WithClock (default clock.System()) and WithStripes
-// (default DefaultStripes()).
+// # Memory
+//
+// The store removes idle keys exactly: only a key whose bucket is full
+// again (idle for at least Limit.FillTime since it was last emptied), which
+// is indistinguishable from a new one. The check and the delete happen
+// under the stripe lock that every spend takes, so no spend can fall
+// between them. A stripe is swept by the call that inserts a new key into
+// it, after as many insertions into the stripe as the stripe's previous
+// sweep left keys (amortised one key examined per insertion; that call
+// walks one stripe, under its lock), and a stripe whose map has shrunk to a
+// quarter of its peak is rebuilt, since Go maps never shrink. The whole
+// store is swept stripe by stripe, one lock at a time, in the background
+// with keyrate.WithSweepInterval (which turns off the per-stripe sweeps on
+// insertion) and on demand with Sweep. keyrate.WithMaxKeys caps the keys
+// tracked: a new key that finds the store full triggers a whole sweep at
+// most once per sweep.RefusalWeight refusals per sixteenth of the cap, and
+// fails closed with keyrate.ErrStoreFull if no key is full enough to
+// evict. See package internal/sweep for the argument that eviction never
+// changes a decision.
+//
+// A Store is safe for concurrent use. Create one with New, and Close it if
+// it has a background sweeper; the zero value is not usable. Known keys
+// cost no allocation; new keys grow a map. Options: keyrate.WithClock
+// (default clock.System()), WithStripes (default DefaultStripes()),
+// keyrate.WithMaxKeys (default no cap), keyrate.WithSweepInterval (default
+// no background sweeper) and keyrate.WithHashedKeys (default off).
 type Store struct {
-	policy  keyrate.Policy
-	seed    maphash.Seed
-	mask    uint64
-	stripes []stripe
+	policy keyrate.Policy
+	seed   maphash.Seed
+	mask   uint64
+	strs   *table[string] // the stripes, keyed by key unless hashed
+	hashes *table[uint64] // the stripes, keyed by the key's hash if hashed
+	book   sweep.Book
+	pacer  sweep.Pacer // paces whole sweeps on refusals by a full store
+	bg     *sweep.Background
 }
 
-// stripe is one lock and the keys it guards, padded to a whole cache line
-// so that two stripes' locks never share a line (asserted by a test).
-type stripe struct {
-	mu sync.Mutex
-	m  map[string]keyrate.State
-	_  [layout.CacheLine - 16]byte // pad: mutex (8) + map pointer (8) to one line
-}
-
-var _ keyrate.Limiter = (*Store)(nil)
+var (
+	_ keyrate.Limiter        = (*Store)(nil)
+	_ keyrate.BoundedLimiter = (*Store)(nil)
+)
 
 // settings is the striped store's own configuration.
 type settings struct{ stripes int }
@@ -86,72 +109,115 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		policy:  policy,
-		seed:    maphash.MakeSeed(),
-		mask:    uint64(own.stripes - 1),
-		stripes: make([]stripe, own.stripes),
+		policy: policy,
+		seed:   maphash.MakeSeed(),
+		mask:   uint64(own.stripes - 1),
 	}
-	for i := range s.stripes {
-		s.stripes[i].m = make(map[string]keyrate.State)
+	if set.HashedKeys {
+		s.hashes = newTable[uint64](own.stripes)
+	} else {
+		s.strs = newTable[string](own.stripes)
 	}
+	s.book.Init(set.MaxKeys)
+	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
+	s.bg = sweep.Start(set.SweepInterval, func() { s.Sweep() })
 	return s, nil
 }
 
-// stripe returns the stripe that holds key.
-func (s *Store) stripe(key string) *stripe {
-	return &s.stripes[maphash.String(s.seed, key)&s.mask]
-}
-
-// take spends cost tokens for key at tick now if its bucket holds them, and
-// returns the state after the call.
-func (s *Store) take(key string, now uint64, cost int) (keyrate.State, bool) {
-	st := s.stripe(key)
-	st.mu.Lock()
-	next, ok := s.policy.Take(st.m[key], now, cost) // a missing key is a full bucket
-	if ok {
-		st.m[key] = next
-	}
-	st.mu.Unlock()
-	return next, ok
-}
-
 // Allow reports whether one token may be spent for key now, and spends it
-// if so. It is shorthand for AllowN(key, 1).Allowed.
+// if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
+// store is full (keyrate.WithMaxKeys) and key is new.
 func (s *Store) Allow(key string) bool {
-	_, ok := s.take(key, s.policy.Now(), 1)
+	h := maphash.String(s.seed, key)
+	now := s.policy.Now()
+	if s.hashes != nil {
+		_, _, ok, _ := allow(s, s.hashes, h, h, now, 1)
+		return ok
+	}
+	_, _, ok, _ := allow(s, s.strs, key, h, now, 1)
 	return ok
 }
 
 // AllowN spends cost tokens for key if its bucket holds that many, and
-// reports the decision. See keyrate.Limiter.
+// reports the decision. See keyrate.Limiter. For a new key that a full
+// store cannot track it returns an error wrapping keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if err := s.policy.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
+	h := maphash.String(s.seed, key)
 	now := s.policy.Now()
-	state, ok := s.take(key, now, cost)
+	var (
+		state keyrate.State
+		ok    bool
+		err   error
+	)
+	if s.hashes != nil {
+		state, now, ok, err = allow(s, s.hashes, h, h, now, cost)
+	} else {
+		state, now, ok, err = allow(s, s.strs, key, h, now, cost)
+	}
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
 	return s.policy.Decide(state, now, cost, ok), nil
+}
+
+// allow is take, plus what a full store does: a paced whole sweep and one
+// more try, or refusal.
+func allow[K comparable](s *Store, t *table[K], key K, h, now uint64, cost int) (keyrate.State, uint64, bool, error) {
+	state, now, ok, full := t.take(s, key, h, now, cost)
+	if full && s.pacer.Charge(sweep.RefusalWeight) {
+		s.Sweep()
+		s.pacer.Swept()
+		state, now, ok, full = t.take(s, key, h, now, cost)
+	}
+	if full {
+		return 0, now, false, s.book.Refuse()
+	}
+	return state, now, ok, nil
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
 func (s *Store) Peek(key string) keyrate.Decision {
-	now := s.policy.Now()
-	st := s.stripe(key)
-	st.mu.Lock()
-	state := st.m[key]
-	st.mu.Unlock()
-	return s.policy.Peek(state, now)
+	h := maphash.String(s.seed, key)
+	var state keyrate.State
+	if s.hashes != nil {
+		state = s.hashes.peek(h, h)
+	} else {
+		state = s.strs.peek(key, h)
+	}
+	return s.policy.Peek(state, s.policy.Now())
 }
 
 // Len returns the number of keys the store tracks.
 func (s *Store) Len() int {
-	n := 0
-	for i := range s.stripes {
-		st := &s.stripes[i]
-		st.mu.Lock()
-		n += len(st.m)
-		st.mu.Unlock()
+	if s.hashes != nil {
+		return s.hashes.len()
 	}
+	return s.strs.len()
+}
+
+// Sweep removes every key whose bucket is full now, stripe by stripe, and
+// returns how many it removed. See keyrate.BoundedLimiter.
+func (s *Store) Sweep() int {
+	var n, left int
+	if s.hashes != nil {
+		n, left = s.hashes.sweep(s)
+	} else {
+		n, left = s.strs.sweep(s)
+	}
+	s.pacer.Reset(left)
 	return n
+}
+
+// Stats returns a snapshot of the store's bookkeeping.
+func (s *Store) Stats() keyrate.Stats { return s.book.Stats(s.Len()) }
+
+// Close stops the background sweeper, if any. It is safe to call more than
+// once, and always returns nil. See keyrate.BoundedLimiter.
+func (s *Store) Close() error {
+	s.bg.Stop()
+	return nil
 }

@@ -1,0 +1,124 @@
+package keyrate
+
+import (
+	"fmt"
+	"time"
+)
+
+// Tombstone is the State of a bucket that a sweep has removed: a value no
+// live bucket can hold, since a theoretical arrival time never exceeds
+// 2^63 (see the package documentation). A store marks a bucket Tombstone,
+// under the bucket's lock or with one compare-and-swap, in the same step
+// in which it finds the bucket full, so that a goroutine that looked the
+// bucket up just before it was removed sees the mark and looks the key up
+// again instead of spending from the detached bucket.
+//
+// Tombstone is not a state to pass to Policy.Take: check for it first.
+const Tombstone State = ^State(0)
+
+// Stats is a snapshot of a store's bookkeeping, from its Stats method.
+type Stats struct {
+	// Keys is the number of keys the store tracks now, as Len reports.
+	Keys int
+	// Evictions is the number of buckets the store has removed since it
+	// was created, because they were full: as many tokens as a new bucket,
+	// so that removing them changed no decision.
+	Evictions uint64
+	// Refused is the number of requests for a new key that the store
+	// refused because it already tracked WithMaxKeys keys, none of which
+	// could be evicted (AllowN returned ErrStoreFull, Allow false).
+	Refused uint64
+}
+
+// BoundedLimiter is a Limiter that bounds its own memory: it removes the
+// buckets of idle keys, exactly (only buckets that are full again, which a
+// new key would get anyway), and can cap the number of keys it tracks. The
+// in-process stores (mutexbucket, striped, atomicbucket) implement it.
+type BoundedLimiter interface {
+	Limiter
+
+	// Sweep examines every tracked key once and removes the buckets that
+	// are full at the current time, returning how many it removed. It
+	// holds at most one bucket or stripe lock at a time and never stops
+	// other calls; it is safe to call concurrently with anything.
+	Sweep() int
+
+	// Stats returns a snapshot of the store's bookkeeping.
+	Stats() Stats
+
+	// Close stops the background sweeper started by WithSweepInterval, if
+	// any, and waits for it to return. It is safe to call more than once
+	// and on a store without a sweeper, and always returns nil. The store
+	// keeps working after Close, without the background sweeper.
+	Close() error
+}
+
+// WithMaxKeys caps the number of keys the store tracks at n, which must be
+// at least 1. The default is no cap.
+//
+// The cap holds at every instant, also under concurrency: a slot is
+// reserved before a new key is inserted. When the store is full, a request
+// for a new key first has the store evict the buckets that are full again
+// (with a bounded amount of work per call; see the store's documentation).
+// If none can go, the request fails closed: AllowN returns an error
+// wrapping ErrStoreFull (naming the cap), Allow returns false, nothing is
+// spent or stored, and Stats counts it in Refused. Keys already tracked are
+// served normally. A bucket that is not full is never evicted to make
+// room: that would hand its client a fresh bucket and relax the limit.
+func WithMaxKeys(n int) Option {
+	return func(s *Settings) {
+		if s.err != nil {
+			return
+		}
+		if n < 1 {
+			s.err = fmt.Errorf("%w: WithMaxKeys: %d is below 1", ErrInvalidOption, n)
+			return
+		}
+		s.MaxKeys = n
+	}
+}
+
+// WithSweepInterval starts a background goroutine that sweeps the store
+// (see BoundedLimiter.Sweep) every d, which must be positive; Close stops
+// it. The default is no background goroutine: a store then sweeps itself
+// incrementally, as part of the calls that insert new keys, and a program
+// can call Sweep whenever it likes.
+func WithSweepInterval(d time.Duration) Option {
+	return func(s *Settings) {
+		if s.err != nil {
+			return
+		}
+		if d <= 0 {
+			s.err = fmt.Errorf("%w: WithSweepInterval: %v is not positive", ErrInvalidOption, d)
+			return
+		}
+		s.SweepInterval = d
+	}
+}
+
+// WithHashedKeys makes the store keep a 64-bit hash of each key, seeded at
+// random per store, instead of the key string. It saves memory for stores
+// with millions of keys (the key's bytes are not retained, and the striped
+// store's maps then hold no pointers for the garbage collector to scan).
+// The default is to keep the keys.
+//
+// Two distinct keys share a bucket when their hashes collide: among n
+// keys, some pair collides with probability about n²/2^65 (one in 3.7·10^5
+// for 10 million keys). A collision merges two clients' buckets, so those
+// two clients get one limit between them: it can only deny them more,
+// never admit anyone more. The per-store random seed keeps an attacker
+// from crafting colliding keys.
+func WithHashedKeys() Option {
+	return func(s *Settings) {
+		if s.err == nil {
+			s.HashedKeys = true
+		}
+	}
+}
+
+// StoreFullError returns the error a store with a cap of max keys returns
+// for a new key it cannot track: it wraps ErrStoreFull and names the cap.
+// A store builds it once, so that refusing allocates nothing.
+func StoreFullError(max int) error {
+	return fmt.Errorf("%w: it tracks its WithMaxKeys limit of %d keys and none is idle long enough to evict", ErrStoreFull, max)
+}

@@ -1,0 +1,78 @@
+package sweep
+
+import (
+	"sync/atomic"
+
+	"github.com/keyrate/keyrate"
+)
+
+// Book is a store's key accounting: the number of keys held against the
+// WithMaxKeys cap, and the counters behind keyrate.Stats. Set it up with
+// Init; its methods are safe for concurrent use.
+//
+// The count is exact against the cap: a slot is reserved (Reserve) before
+// a key is inserted and released (Release) when an insertion turns out not
+// to be needed or a key is removed, so the keys present never exceed the
+// cap, however many goroutines insert at once. Without a cap, Reserve and
+// Release do nothing and cost nothing.
+type Book struct {
+	max       int64 // the cap; 0 for none
+	held      atomic.Int64
+	evictions atomic.Uint64
+	refused   atomic.Uint64
+	full      error // the error a refused request gets, built once
+}
+
+// Init sets the cap to max keys; 0 is no cap.
+func (b *Book) Init(max int) {
+	b.max = int64(max)
+	if max > 0 {
+		b.full = keyrate.StoreFullError(max)
+	}
+}
+
+// Capped reports whether the book has a cap.
+func (b *Book) Capped() bool { return b.max > 0 }
+
+// Reserve takes one slot for a key about to be inserted, and reports
+// whether there was one.
+func (b *Book) Reserve() bool {
+	if b.max == 0 {
+		return true
+	}
+	for {
+		n := b.held.Load()
+		if n >= b.max {
+			return false
+		}
+		if b.held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release gives back n slots: keys removed, or reserved and not inserted.
+func (b *Book) Release(n int) {
+	if b.max != 0 && n != 0 {
+		b.held.Add(-int64(n))
+	}
+}
+
+// Evicted counts n evictions.
+func (b *Book) Evicted(n int) {
+	if n != 0 {
+		b.evictions.Add(uint64(n))
+	}
+}
+
+// Refuse counts a request refused for want of a slot and returns the error
+// for it: it wraps keyrate.ErrStoreFull and names the cap.
+func (b *Book) Refuse() error {
+	b.refused.Add(1)
+	return b.full
+}
+
+// Stats returns the counters, with keys as the Keys field.
+func (b *Book) Stats(keys int) keyrate.Stats {
+	return keyrate.Stats{Keys: keys, Evictions: b.evictions.Load(), Refused: b.refused.Load()}
+}

@@ -1,0 +1,47 @@
+// Package sweep holds the bookkeeping that bounds a keyrate store's memory
+// and that every in-process store shares: the key count kept against the
+// WithMaxKeys cap together with the Stats counters (Book), the pacing that
+// decides when a call on the request path pays for a sweep (Pacer), the
+// optional background sweeper (Background), and, for the two stores that
+// keep one pointer per key in an xsync map, the map itself with its exact,
+// tombstone-based eviction (Map).
+//
+// # Why removing a full bucket changes no decision
+//
+// A bucket whose state s is full at tick t (s ≤ t, keyrate.Policy.Full)
+// behaves, for every request read at a tick now ≥ t, exactly like a new
+// bucket: Take(s, now, c) = max(s, now) + c·I = now + c·I = Take(0, now, c).
+// So a sweep that reads the clock once (t), and removes only buckets full
+// at t, changes nothing for any request whose clock reading is at least t.
+// Two things remain to be made safe, and the stores do both:
+//
+//  1. A request that looked the bucket up before the removal must not spend
+//     from the detached bucket while a fresh one serves others (that would
+//     lose its spend: over-admission). The check "full at t?" and the
+//     removal are therefore one atomic step with respect to spending: the
+//     sweeper marks the bucket keyrate.Tombstone under the bucket's lock, or
+//     with one compare-and-swap from the very state it judged full, or (in
+//     the striped store) checks and deletes under the stripe lock that every
+//     spend takes. A spender that then finds the mark looks the key up again.
+//
+//  2. A request whose clock reading is older than t (it read the clock,
+//     then lost a race to the sweeper) must not meet a fresh bucket with
+//     that stale reading: Take(0, now) with now < s would forget the debt
+//     s − now that the old bucket still had at that reading. The stores
+//     arrange that a fresh bucket is always spent with a reading taken after
+//     the removal, hence at least t for a clock that never runs backwards in
+//     happens-before order (clock.System and clock.Coarse): the pointer
+//     stores read the clock after getting the bucket from the map, and again
+//     after every retry; the striped store rereads the clock under the
+//     stripe lock when a key is missing and its reading is older than the
+//     stripe's last sweep. Such a request is then decided exactly as the
+//     same request would be by a store that never evicts, had it read the
+//     clock a moment later, within its own call.
+//
+// As a last guard, for clocks that do step backwards (clock.Manual), a
+// fresh bucket starts at the store's floor, the latest sweep reading,
+// rather than at 0: a bucket full at the floor and the old bucket agree for
+// every reading at or after the floor, and before it the fresh one holds
+// fewer tokens than the old one did. So eviction can only deny more, never
+// admit more, whatever the clock does.
+package sweep
