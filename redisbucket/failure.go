@@ -1,0 +1,64 @@
+package redisbucket
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnavailable reports that Redis did not answer a call in time: the
+// connection failed, the server returned an error, or the call's timeout
+// ran out. It wraps the cause.
+var ErrUnavailable = errors.New("redisbucket: redis unavailable")
+
+// FailurePolicy is what a Store answers when Redis does not. It is chosen
+// at construction with WithFailurePolicy. Whatever the policy, a call never
+// waits past the store's timeout, never panics, and the failure is counted
+// in Stats and passed to the WithOnError callback.
+type FailurePolicy int
+
+const (
+	// FailClosed denies: AllowN returns a denied Decision (Remaining 0,
+	// RetryAfter the time cost tokens take to accrue, ResetAfter 0) and an
+	// error wrapping ErrUnavailable, so that callers can tell an outage
+	// from a rate limit (httplimit answers 503 instead of 429). The
+	// default.
+	FailClosed FailurePolicy = iota
+	// FailOpen allows: AllowN returns an allowed Decision (Remaining 0,
+	// RetryAfter 0, ResetAfter 0) and no error. The outage shows only in
+	// Stats and the WithOnError callback: an error would make generic
+	// callers treat the request as failed, defeating the policy.
+	FailOpen
+	// FallbackLocal answers from an in-process store (an atomicbucket.Store
+	// under WithFallbackLimit) for as long as Redis does not answer, with
+	// no error, as FailOpen. Every call tries Redis first, so Redis takes
+	// over again on its first answer. The fallback's buckets are separate
+	// from Redis's: a key starts full in one when it switches.
+	FallbackLocal
+)
+
+// String returns the policy's name, "FailClosed", "FailOpen" or
+// "FallbackLocal".
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailClosed:
+		return "FailClosed"
+	case FailOpen:
+		return "FailOpen"
+	case FallbackLocal:
+		return "FallbackLocal"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
+
+// Stats counts a store's calls to Redis since New. Each count only grows.
+type Stats struct {
+	// Calls is the number of Redis round trips attempted: one per AllowN,
+	// Peek and each SCAN page of Len, not counting calls rejected for bad
+	// input or a caller's context done before the call.
+	Calls uint64
+	// Errors is the number of those that failed: the outage counter.
+	Errors uint64
+	// Degraded is the number of decisions the failure policy made
+	// instead of Redis.
+	Degraded uint64
+}

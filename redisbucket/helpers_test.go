@@ -1,0 +1,54 @@
+package redisbucket_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/redisbucket"
+	"github.com/keyrate/keyrate/redisbucket/internal/redistest"
+)
+
+// newClient returns a client for addr that honours context deadlines, as
+// New requires, closed when t ends.
+func newClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// uniquePrefix returns a random key prefix, so that stores on one server
+// never share buckets unless a test means them to.
+func uniquePrefix(t testing.TB) string {
+	t.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "test-" + hex.EncodeToString(b[:]) + ":"
+}
+
+// mustNew builds a store or fails t.
+func mustNew(t testing.TB, c redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Option) *redisbucket.Store {
+	t.Helper()
+	s, err := redisbucket.New(c, limit, opts...)
+	if err != nil {
+		t.Fatalf("New(%v): %v", limit, err)
+	}
+	return s
+}
+
+// slowTimeout is the call timeout of tests that are not about timeouts:
+// long enough that a loaded CI machine never hits it.
+const slowTimeout = 5 * time.Second
+
+// server starts a redis-server for t (or skips t without one).
+func server(t testing.TB) *redistest.Server {
+	t.Helper()
+	return redistest.Start(t)
+}

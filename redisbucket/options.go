@@ -1,0 +1,148 @@
+package redisbucket
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+)
+
+// Defaults of the store's options.
+const (
+	// DefaultPrefix is the key prefix when WithPrefix is not given.
+	DefaultPrefix = "keyrate:"
+	// DefaultTimeout bounds each call when WithTimeout is not given.
+	DefaultTimeout = 50 * time.Millisecond
+	// MaxTimeout is the longest timeout WithTimeout accepts.
+	MaxTimeout = time.Minute
+	// MaxPrefixLen is the longest prefix WithPrefix accepts, in bytes.
+	MaxPrefixLen = 256
+)
+
+// settings is the Redis store's own configuration, filled in by the options
+// below through keyrate.StoreOption.
+type settings struct {
+	prefix     string
+	hashTag    bool
+	timeout    time.Duration
+	policy     FailurePolicy
+	fallback   *keyrate.Limit // nil: the store's limit
+	onError    func(error)
+	timeSource clock.Clock // nil: the server's TIME
+}
+
+func defaults() settings {
+	return settings{prefix: DefaultPrefix, timeout: DefaultTimeout}
+}
+
+// WithPrefix sets the prefix of every Redis key the store uses: the key for
+// user key k is prefix+k (or prefix+"{"+k+"}" with WithHashTag). Stores that
+// share a prefix share buckets, and must use the same limit. The prefix may
+// be empty; it is at most MaxPrefixLen bytes. The default is DefaultPrefix.
+func WithPrefix(prefix string) keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithPrefix", func(s *settings) error {
+		if len(prefix) > MaxPrefixLen {
+			return fmt.Errorf("prefix of %d bytes is longer than %d", len(prefix), MaxPrefixLen)
+		}
+		s.prefix = prefix
+		return nil
+	})
+}
+
+// WithHashTag wraps the user key in a Redis Cluster hash tag, prefix+"{"+k+"}",
+// so that the bucket lands in the same slot as the application's other keys
+// tagged {k}. (The tag ends at the first "}" after the "{", so for a key
+// holding "}" the slot is that of the key's part before it.) The prefix must
+// then hold no "{", or its own tag would decide the slot. The default is no
+// tag: the slot is that of the whole key. The store works on Cluster either
+// way, since each call touches one key.
+func WithHashTag() keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithHashTag", func(s *settings) error {
+		s.hashTag = true
+		return nil
+	})
+}
+
+// WithTimeout bounds every call, from the first byte sent to the last one
+// read, retries included, to d, from 1µs to MaxTimeout. A call that runs out
+// of time gets the failure policy's answer. The default is DefaultTimeout.
+//
+// The bound holds only if the client honours context deadlines, so New
+// requires a client built with ContextTimeoutEnabled: true.
+func WithTimeout(d time.Duration) keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithTimeout", func(s *settings) error {
+		if d < time.Microsecond || d > MaxTimeout {
+			return fmt.Errorf("timeout %v is not from 1µs to %v", d, MaxTimeout)
+		}
+		s.timeout = d
+		return nil
+	})
+}
+
+// WithFailurePolicy sets what a call answers when Redis does not: see
+// FailurePolicy. The default is FailClosed.
+func WithFailurePolicy(p FailurePolicy) keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithFailurePolicy", func(s *settings) error {
+		if p < FailClosed || p > FallbackLocal {
+			return fmt.Errorf("failure policy %d is not FailClosed, FailOpen or FallbackLocal", int(p))
+		}
+		s.policy = p
+		return nil
+	})
+}
+
+// WithFallbackLimit sets the limit of the in-process store that answers
+// while Redis is unreachable under FallbackLocal. The fallback store is per
+// process, so a fleet of N processes admits up to N times its limit during
+// an outage: a limit divided by N keeps the fleet's total. New returns an
+// error wrapping keyrate.ErrInvalidLimit if l is invalid, and one wrapping
+// keyrate.ErrInvalidOption if the policy is not FallbackLocal. The default
+// is the store's own limit.
+func WithFallbackLimit(l keyrate.Limit) keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithFallbackLimit", func(s *settings) error {
+		s.fallback = &l
+		return nil
+	})
+}
+
+// WithOnError sets a function called with every error a Redis round trip
+// returns, from the calling goroutine, before the call returns: keep it
+// fast. A nil f is no callback, the default. Stats counts the errors either
+// way.
+func WithOnError(f func(error)) keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithOnError", func(s *settings) error {
+		s.onError = f
+		return nil
+	})
+}
+
+// WithTimeSource makes the script use c's reading, truncated to a whole µs
+// and sent with each call, instead of the server's TIME: for tests and
+// replay, never for a fleet, whose members must share one clock. Readings
+// below 0 count as 0. Keys still expire by the server's clock, after the
+// fill time as the script computes it, so a replay must not run slower than
+// real time. A nil c is the default, the server's TIME.
+//
+// (keyrate.WithClock does not apply to this store: New rejects it, since
+// the clock is the server's.)
+func WithTimeSource(c clock.Clock) keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithTimeSource", func(s *settings) error {
+		s.timeSource = c
+		return nil
+	})
+}
+
+// check validates the settings as a whole, once every option has applied.
+func (s *settings) check() error {
+	if s.hashTag && strings.ContainsAny(s.prefix, "{}") {
+		return fmt.Errorf("%w: redisbucket.WithHashTag: prefix %q holds a brace, whose tag would decide the slot",
+			keyrate.ErrInvalidOption, s.prefix)
+	}
+	if s.fallback != nil && s.policy != FallbackLocal {
+		return fmt.Errorf("%w: redisbucket.WithFallbackLimit: the failure policy is %v, not FallbackLocal",
+			keyrate.ErrInvalidOption, s.policy)
+	}
+	return nil
+}
