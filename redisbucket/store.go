@@ -62,8 +62,9 @@ var _ keyrate.Limiter = (*Store)(nil)
 // below 1µs, or a fill time beyond 2^52 ticks of 1/k µs (142 years at k =
 // 1). It returns an error wrapping keyrate.ErrInvalidOption for a nil
 // client, one without context deadlines, an option that does not apply
-// (keyrate.WithClock among them: use WithTimeSource for tests), or an
-// option value out of range. New sends nothing to Redis.
+// (keyrate.WithClock among them: use WithTimeSource for tests; and
+// keyrate.WithMaxKeys, WithSweepInterval and WithHashedKeys, since Redis
+// expires a key when its bucket is full), or an option value out of range. New sends nothing to Redis.
 func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	set := defaults()
 	common, err := keyrate.Configure(&set, opts...)
@@ -73,6 +74,14 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	if common.Clock != clock.System() {
 		return nil, fmt.Errorf("%w: keyrate.WithClock does not apply to redisbucket, whose clock is the server's TIME: use redisbucket.WithTimeSource for tests and replay",
 			keyrate.ErrInvalidOption)
+	}
+	switch {
+	case common.MaxKeys != 0:
+		return nil, fmt.Errorf("%w: keyrate.WithMaxKeys does not apply to redisbucket: bound the server's memory with maxmemory", keyrate.ErrInvalidOption)
+	case common.SweepInterval != 0:
+		return nil, fmt.Errorf("%w: keyrate.WithSweepInterval does not apply to redisbucket: a full bucket's key expires by itself", keyrate.ErrInvalidOption)
+	case common.HashedKeys:
+		return nil, fmt.Errorf("%w: keyrate.WithHashedKeys does not apply to redisbucket", keyrate.ErrInvalidOption)
 	}
 	if err := set.check(); err != nil {
 		return nil, err

@@ -1,0 +1,102 @@
+package redisbucket_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+// start is the manual clock's reading in these tests, as in the
+// conformance suite.
+const start = 1000 * time.Hour
+
+// TestIndependentKeys is the conformance suite's test of the same name
+// without the empty key, which redisbucket rejects, and with binary and
+// maximal keys.
+func TestIndependentKeys(t *testing.T) {
+	srv := server(t)
+	s := mustNew(t, newClient(t, srv.Addr()), keyrate.PerHour(2),
+		redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
+	keys := []string{"a", "b", "a\x00", "日本", "\xff\xfe", "*", strings.Repeat("k", redisbucket.MaxKeyLen)}
+	for _, k := range keys {
+		for i := 0; i < 2; i++ {
+			if !s.Allow(k) {
+				t.Fatalf("key %.8q: request %d denied", k, i)
+			}
+		}
+		if s.Allow(k) {
+			t.Fatalf("key %.8q: third request allowed", k)
+		}
+	}
+	if n := s.Len(); n != len(keys) {
+		t.Fatalf("Len = %d, want %d", n, len(keys))
+	}
+}
+
+// TestRedisKeys checks the stored key names and values, the expiry at the
+// fill time, and that Len counts only its own prefix, glob characters
+// included.
+func TestRedisKeys(t *testing.T) {
+	srv := server(t)
+	client := newClient(t, srv.Addr())
+	ctx := t.Context()
+	clk := clock.NewManual(start)
+	open := func(opts ...keyrate.Option) *redisbucket.Store {
+		t.Helper()
+		opts = append([]keyrate.Option{redisbucket.WithTimeSource(clk), redisbucket.WithTimeout(slowTimeout)}, opts...)
+		return mustNew(t, client, keyrate.PerMinute(3), opts...)
+	}
+	plain := open(redisbucket.WithPrefix("a*[?]\\:"))
+	tagged := open(redisbucket.WithPrefix("a*"), redisbucket.WithHashTag())
+	other := open(redisbucket.WithPrefix("b:"))
+
+	if !plain.Allow("user\x001") || !tagged.Allow("user\x001") || !other.Allow("x") || !other.Allow("y") {
+		t.Fatal("a first request was denied")
+	}
+	// 1000h is 3.6e12 µs; one token of PerMinute(3) is 20s.
+	for key, want := range map[string]string{
+		"a*[?]\\:user\x001": "3600020000000:0",
+		"a*{user\x001}":     "3600020000000:0",
+		"b:x":               "3600020000000:0",
+	} {
+		got, err := client.Get(ctx, key).Result()
+		if err != nil || got != want {
+			t.Errorf("GET %q = %q, %v; want %q", key, got, err, want)
+		}
+		ttl, err := client.PTTL(ctx, key).Result()
+		if err != nil || ttl > 20*time.Second || ttl < 10*time.Second {
+			t.Errorf("PTTL %q = %v, %v; want the 20s fill time, less the test's run so far", key, ttl, err)
+		}
+	}
+	for _, c := range []struct {
+		s    *redisbucket.Store
+		want int
+	}{{plain, 1}, {tagged, 2}, {other, 2}} {
+		// "a*" is a prefix of "a*[?]\:", so tagged counts plain's key too.
+		if n, err := c.s.LenContext(ctx); n != c.want || err != nil {
+			t.Errorf("LenContext = %d, %v; want %d", n, err, c.want)
+		}
+	}
+
+	// A fill time that is not a whole ms expires at the next ms.
+	fine := mustNew(t, client, keyrate.Every(1500*time.Microsecond),
+		redisbucket.WithTimeSource(clk), redisbucket.WithPrefix("c:"), redisbucket.WithTimeout(slowTimeout))
+	fine.Allow("k")
+	if v, err := client.Get(ctx, "c:k").Result(); err == nil && v != "3600000001500:0" {
+		t.Errorf(`GET "c:k" = %q, want "3600000001500:0"`, v)
+	}
+	if ttl, err := client.PTTL(ctx, "c:k").Result(); err == nil && ttl > 2*time.Millisecond {
+		t.Errorf(`PTTL "c:k" = %v, want at most 2ms`, ttl)
+	}
+
+	// A value another program wrote is an error, not a guess.
+	client.Set(ctx, "b:bad", "not a bucket", time.Minute)
+	if d, err := other.AllowN("bad", 1); err == nil || !strings.Contains(err.Error(), "malformed bucket value") || d.Allowed {
+		t.Errorf(`AllowN("bad") = %+v, %v; want a denial and the script's error`, d, err)
+	}
+}
