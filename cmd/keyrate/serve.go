@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/httplimit"
+)
+
+func init() {
+	commands["serve"] = command{
+		run: func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+			return runServe(args, stdout, stderr)
+		},
+		summary: "run a rate-limited HTTP server on loopback, to try keyrate with curl",
+	}
+}
+
+// serveHelp is the text of "keyrate serve -h", before the flag list.
+const serveHelp = `usage: keyrate serve [flags]
+
+Serve runs an HTTP server that answers every request with "ok" behind
+keyrate's httplimit middleware, until it gets SIGINT or SIGTERM, then shuts
+down gracefully. Try it with
+
+	keyrate serve -rate 3 -per 1m &
+	curl -i http://127.0.0.1:8080/
+
+An allowed request gets 200 with RateLimit-Policy and RateLimit header
+fields; past the limit, 429 Too Many Requests with Retry-After. Bad flags
+print one line on stderr and exit with status 2; a server that cannot
+start exits with status 1.
+
+Flags:
+`
+
+// shutdownGrace is how long serve waits for requests in flight after a
+// signal before it closes their connections.
+const shutdownGrace = 5 * time.Second
+
+// serveConfig is what the serve flags resolve to.
+type serveConfig struct {
+	addr   string
+	limit  keyrate.Limit
+	store  storeFlag
+	key    keyFlag
+	trust  string // comma-separated CIDR ranges, for -key ip
+	legacy bool
+}
+
+// keyFlag is the value of -key: "ip", or "header:NAME".
+type keyFlag struct{ header string }
+
+func (f *keyFlag) String() string {
+	if f.header == "" {
+		return "ip"
+	}
+	return "header:" + f.header
+}
+
+func (f *keyFlag) Set(s string) error {
+	if s == "ip" {
+		f.header = ""
+		return nil
+	}
+	if name, ok := strings.CutPrefix(s, "header:"); ok && name != "" {
+		f.header = name
+		return nil
+	}
+	return errors.New("want ip or header:NAME")
+}
+
+// parseServe parses the serve flags. It returns flag.ErrHelp, with the
+// help written to stdout, for -h; any other error is a one-line usage
+// error.
+func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
+	var c serveConfig
+	if err := c.store.Set("atomic"); err != nil {
+		return c, err
+	}
+	fs := flag.NewFlagSet("keyrate serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by the caller, on one line
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "the `host:port` to listen on")
+	fs.IntVar(&c.limit.Rate, "rate", 10, "tokens added every -per (at least 1)")
+	fs.DurationVar(&c.limit.Per, "per", time.Second, "the `period` over which -rate tokens are added")
+	fs.IntVar(&c.limit.Burst, "burst", 0, "the bucket's capacity (default: -rate)")
+	fs.Var(&c.store, "store", "the `name` of the store: mutex, striped or atomic")
+	fs.Var(&c.key, "key", "what keys a request: `ip` (the client address) or header:NAME (e.g. header:X-API-Key)")
+	fs.StringVar(&c.trust, "trust", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is honoured (with -key ip)")
+	fs.BoolVar(&c.legacy, "legacy", false, "also send X-RateLimit-Limit, -Remaining and -Reset")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, serveHelp)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.limit.Burst == 0 {
+		c.limit.Burst = c.limit.Rate
+	}
+	if c.trust != "" && c.key.header != "" {
+		return c, errors.New("-trust applies only to -key ip")
+	}
+	if err := c.limit.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// handler returns the server's handler: "ok" behind the middleware, with
+// the store, key and limit of c. Its error is a usage error.
+func (c serveConfig) handler() (http.Handler, error) {
+	limiter, err := replayStores[c.store].new(c.limit)
+	if err != nil {
+		return nil, err
+	}
+	opts := []httplimit.Option{httplimit.ByIP()}
+	if c.trust != "" {
+		opts[0] = httplimit.ByIP(httplimit.TrustProxies(strings.Split(c.trust, ",")...))
+	}
+	if c.key.header != "" {
+		opts[0] = httplimit.ByHeader(c.key.header)
+	}
+	if c.legacy {
+		opts = append(opts, httplimit.WithLegacyHeaders())
+	}
+	mw, err := httplimit.New(limiter, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})), nil
+}
+
+// describe returns a one-line summary of c for the start-up message.
+func (c serveConfig) describe() string {
+	return fmt.Sprintf("%v, store %v, key %v", c.limit, &c.store, &c.key)
+}
+
+// serve serves h on ln until ctx is done, then shuts down: it stops
+// accepting, waits up to shutdownGrace for requests in flight, and closes
+// the rest. It returns nil after a shutdown that ctx asked for.
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done: // Serve failed by itself
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// runServe is the serve subcommand: it runs until SIGINT or SIGTERM and
+// returns 0 after a graceful shutdown, 2 for a usage error, and 1 if the
+// server cannot start or fails.
+func runServe(args []string, stdout, stderr io.Writer) int {
+	c, err := parseServe(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil {
+		var h http.Handler
+		if h, err = c.handler(); err == nil {
+			return listenAndServe(c, h, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "keyrate serve: %v\n", err)
+	return 2
+}
+
+// listenAndServe serves h on c.addr until SIGINT or SIGTERM.
+func listenAndServe(c serveConfig, h http.Handler, stdout, stderr io.Writer) int {
+	// Catch the signals before the server is announced, so that a signal
+	// sent on seeing the announcement is never the default (fatal) one.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "keyrate serve: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "keyrate serve: listening on http://%s (%s); stop with Ctrl-C\n", ln.Addr(), c.describe())
+	if err := serve(ctx, ln, h); err != nil {
+		fmt.Fprintf(stderr, "keyrate serve: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "keyrate serve: shut down")
+	return 0
+}
