@@ -20,3 +20,26 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// bounded is the store under the cross-store eviction checks.
+var bounded = conformance.Bounded{
+	Name: "mutexbucket",
+	New: func(tb testing.TB, limit keyrate.Limit, clk *clock.Manual, opts ...keyrate.Option) (keyrate.BoundedLimiter, error) {
+		s, err := mutexbucket.New(limit, append([]keyrate.Option{keyrate.WithClock(clk)}, opts...)...)
+		if err != nil {
+			return nil, err // a typed nil *Store would not compare equal to nil
+		}
+		return s, nil
+	},
+}
+
+func TestEviction(t *testing.T) { conformance.RunEviction(t, bounded) }
+
+// TestConformanceHashed runs the whole suite with keyrate.WithHashedKeys.
+func TestConformanceHashed(t *testing.T) {
+	conformance.Run(t, conformance.Store{
+		New: func(t *testing.T, limit keyrate.Limit, clk *clock.Manual) (keyrate.Limiter, error) {
+			return bounded.New(t, limit, clk, keyrate.WithHashedKeys())
+		},
+	})
+}

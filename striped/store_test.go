@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/striped"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/conformance"
+	"github.com/keyrate/keyrate/striped"
 )
 
 func TestConformance(t *testing.T) {
@@ -17,6 +17,29 @@ func TestConformance(t *testing.T) {
 				return nil, err // a typed nil *Store would not compare equal to nil
 			}
 			return s, nil
+		},
+	})
+}
+
+// bounded is the store under the cross-store eviction checks.
+var bounded = conformance.Bounded{
+	Name: "striped",
+	New: func(tb testing.TB, limit keyrate.Limit, clk *clock.Manual, opts ...keyrate.Option) (keyrate.BoundedLimiter, error) {
+		s, err := striped.New(limit, append([]keyrate.Option{keyrate.WithClock(clk)}, opts...)...)
+		if err != nil {
+			return nil, err // a typed nil *Store would not compare equal to nil
+		}
+		return s, nil
+	},
+}
+
+func TestEviction(t *testing.T) { conformance.RunEviction(t, bounded) }
+
+// TestConformanceHashed runs the whole suite with keyrate.WithHashedKeys.
+func TestConformanceHashed(t *testing.T) {
+	conformance.Run(t, conformance.Store{
+		New: func(t *testing.T, limit keyrate.Limit, clk *clock.Manual) (keyrate.Limiter, error) {
+			return bounded.New(t, limit, clk, keyrate.WithHashedKeys())
 		},
 	})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // table is the store's stripes, with keys of type K: the key string, or
@@ -12,6 +13,7 @@ import (
 // pointer-free. The code is the same for both.
 type table[K comparable] struct {
 	stripes []stripe[K]
+	pace    int32 // the fewest insertions between two sweeps of a stripe
 }
 
 // stripe is one lock and the keys it guards, padded to a whole cache line
@@ -24,8 +26,8 @@ type stripe[K comparable] struct {
 	// from the stripe is a bucket in state floor (see take).
 	floor uint64
 	// inserts counts insertions since the stripe's last sweep; a sweep is
-	// due when it reaches pace, the keys that sweep left (at least
-	// minStripePace).
+	// due when it reaches pace, the keys that sweep left (at least the
+	// table's pace).
 	inserts, pace int32
 	// peak is the most keys m has held since it was made: Go maps never
 	// shrink, so a sweep that leaves m at a quarter of its peak rebuilds it.
@@ -33,14 +35,18 @@ type stripe[K comparable] struct {
 	_    [layout.CacheLine - 36]byte // pad: mutex 8, map 8, floor 8, counters 12 to one line
 }
 
-// minStripePace is the fewest insertions between two sweeps of a stripe.
-const minStripePace = 64
+// minStripePace is the fewest insertions between two sweeps of a stripe,
+// and pace the stripe's share of sweep.MinPace if that is more: so that
+// the keys a store without a cap leaves unswept are about the same with
+// any number of stripes.
+const minStripePace = 8
 
 func newTable[K comparable](stripes int) *table[K] {
 	t := &table[K]{stripes: make([]stripe[K], stripes)}
+	t.pace = int32(max(minStripePace, sweep.MinPace/stripes))
 	for i := range t.stripes {
 		t.stripes[i].m = make(map[K]keyrate.State)
-		t.stripes[i].pace = minStripePace
+		t.stripes[i].pace = t.pace
 	}
 	return t
 }
@@ -54,7 +60,7 @@ func (t *table[K]) take(s *Store, key K, h, now uint64, cost int) (state keyrate
 	st.mu.Lock()
 	old, found := st.m[key]
 	if !found {
-		return st.insert(s, key, now, cost) // unlocks
+		return st.insert(s, t, key, now, cost) // unlocks
 	}
 	next, ok := s.policy.Take(old, now, cost)
 	if ok {
@@ -75,7 +81,7 @@ func (t *table[K]) take(s *Store, key K, h, now uint64, cost int) (state keyrate
 // lock, and so no older than the sweep's for a clock that never runs
 // backwards; the request is decided as it would be by a store that never
 // evicts, had it read the clock a moment later within this call.
-func (st *stripe[K]) insert(s *Store, key K, now uint64, cost int) (keyrate.State, uint64, bool, bool) {
+func (st *stripe[K]) insert(s *Store, t *table[K], key K, now uint64, cost int) (keyrate.State, uint64, bool, bool) {
 	defer st.mu.Unlock()
 	if now < st.floor {
 		now = s.policy.Now()
@@ -90,14 +96,14 @@ func (st *stripe[K]) insert(s *Store, key K, now uint64, cost int) (keyrate.Stat
 	st.m[key] = next
 	st.peak = max(st.peak, int32(min(len(st.m), 1<<30)))
 	if st.inserts++; st.inserts >= st.pace && s.bg == nil {
-		s.book.Evicted(st.sweep(s))
+		s.book.Evicted(st.sweep(s, t.pace))
 	}
 	return next, now, true, false
 }
 
 // sweep removes every key of st that is full now and returns how many it
-// removed; st.mu must be held.
-func (st *stripe[K]) sweep(s *Store) int {
+// removed; st.mu must be held. pace is the table's.
+func (st *stripe[K]) sweep(s *Store, pace int32) int {
 	now := s.policy.Now()
 	st.floor = max(st.floor, now)
 	n := 0
@@ -108,14 +114,14 @@ func (st *stripe[K]) sweep(s *Store) int {
 		}
 	}
 	s.book.Release(n)
-	if left := len(st.m); left*4 < int(st.peak) && st.peak > minStripePace {
+	if left := len(st.m); left*4 < int(st.peak) && st.peak > pace {
 		m := make(map[K]keyrate.State, left)
 		for k, v := range st.m {
 			m[k] = v
 		}
 		st.m, st.peak = m, int32(left)
 	}
-	st.inserts, st.pace = 0, int32(max(len(st.m), minStripePace))
+	st.inserts, st.pace = 0, max(int32(len(st.m)), pace)
 	return n
 }
 
@@ -125,7 +131,7 @@ func (t *table[K]) sweep(s *Store) (removed, left int) {
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		st.mu.Lock()
-		removed += st.sweep(s)
+		removed += st.sweep(s, t.pace)
 		left += len(st.m)
 		st.mu.Unlock()
 	}

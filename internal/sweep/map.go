@@ -101,8 +101,14 @@ func (m *Map[B]) Get(key string) (B, error) {
 	return insert(m, m.strs, key)
 }
 
-// insert is Get's slow path, for a key that was missing from t.
+// insert is Get's slow path, for a key that was missing from t. A paced
+// sweep, when due, runs first: before the insertion (so that a new bucket,
+// full until its first spend, is never swept before it is spent from) and
+// before the reservation (so that it can make room).
 func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, error) {
+	if m.bg == nil && m.pacer.Charge(1) {
+		m.pacedSweep()
+	}
 	for swept := false; ; swept = true {
 		if !m.book.Reserve() {
 			if b, ok := t.Load(k); ok { // inserted by someone else meanwhile
@@ -118,8 +124,6 @@ func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, er
 		b, loaded := t.LoadOrCompute(k, func() B { return m.fresh(m.Floor()) })
 		if loaded {
 			m.book.Release(1)
-		} else if m.bg == nil && m.pacer.Charge(1) {
-			m.pacedSweep()
 		}
 		return b, nil
 	}
