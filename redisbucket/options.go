@@ -121,9 +121,10 @@ func WithOnError(f func(error)) keyrate.Option {
 // WithTimeSource makes the script use c's reading, truncated to a whole µs
 // and sent with each call, instead of the server's TIME: for tests and
 // replay, never for a fleet, whose members must share one clock. Readings
-// below 0 count as 0. Keys still expire by the server's clock, after the
-// fill time as the script computes it, so a replay must not run slower than
-// real time. A nil c is the default, the server's TIME.
+// below 0 count as 0. Keys still expire by the server's clock, which c
+// need not keep pace with, so under a time source a key lives at least an
+// hour of the server's time after its last spend, however soon its bucket
+// is full. A nil c is the default, the server's TIME.
 //
 // (keyrate.WithClock does not apply to this store: New rejects it, since
 // the clock is the server's.)

@@ -24,6 +24,9 @@ const (
 	maxMicros = 1 << 52
 	// nsPerMicro converts the server's µs clock to Policy's ns.
 	nsPerMicro = 1000
+	// timeSourceTTL is the least TTL of a key under WithTimeSource, whose
+	// time need not keep pace with the server's clock that expires keys.
+	timeSourceTTL = time.Hour
 )
 
 // gcraScript is the one script every call runs: GCRA on a theoretical
@@ -32,11 +35,12 @@ const (
 //
 // KEYS[1] is the bucket. ARGV is now in µs ("-1": the server's TIME), the
 // cost (0: peek, which writes nothing), K (ticks per µs), I (ticks per
-// token) and F (ticks to fill an empty bucket). The stored value is "a:b",
+// token), F (ticks to fill an empty bucket) and the least TTL in ms. The stored value is "a:b",
 // the TAT as a whole µs a plus b ticks (0 ≤ b < K); no value is a full
 // bucket. A successful spend sets the value with PX at the time the bucket
-// will be full again, rounded up to a whole ms, so idle keys delete
-// themselves.
+// will be full again, rounded up to a whole ms (or the least TTL, if
+// longer), so idle keys delete themselves. A key that outlives its TAT is
+// a full bucket, as a missing one is, so a longer TTL costs only memory.
 //
 // It returns {allowed, du, db}: the bucket's debt (TAT − now, 0 for a full
 // bucket) after the call, in whole µs du plus db ticks. Go turns that into
@@ -72,6 +76,7 @@ local unit = K * 1000
 local r = math.fmod(nd, unit)
 local ttl = (nd - r) / unit
 if r > 0 then ttl = ttl + 1 end
+if ttl < tonumber(ARGV[6]) then ttl = tonumber(ARGV[6]) end
 redis.call('SET', KEYS[1], string.format('%.0f:%.0f', now + du, db), 'PX', string.format('%.0f', ttl))
 return {1, du, db}
 `)

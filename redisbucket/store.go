@@ -244,12 +244,12 @@ func (s *Store) eval(parent context.Context, key string, cost int) (debt, bool, 
 	s.calls.Add(1)
 	ctx, cancel := context.WithTimeout(parent, s.set.timeout)
 	defer cancel()
-	now := "-1" // the server's TIME
+	now, minTTL := "-1", "0" // the server's TIME
 	if ts := s.set.timeSource; ts != nil {
-		now = strconv.FormatInt(micros(ts.Now()), 10)
+		now, minTTL = strconv.FormatInt(micros(ts.Now()), 10), timeSourceTTLArg
 	}
 	res, err := gcraScript.Run(ctx, s.client, []string{s.redisKey(key)},
-		now, cost, s.units.argK, s.units.argI, s.units.argF).Int64Slice()
+		now, cost, s.units.argK, s.units.argI, s.units.argF, minTTL).Int64Slice()
 	if err == nil && len(res) != 3 {
 		err = fmt.Errorf("script returned %d values, want 3", len(res))
 	}
@@ -272,6 +272,9 @@ func (s *Store) fail(err error) error {
 	}
 	return err
 }
+
+// timeSourceTTLArg is timeSourceTTL in ms, as the script's argument.
+var timeSourceTTLArg = strconv.FormatInt(timeSourceTTL.Milliseconds(), 10)
 
 // micros converts a time source's reading to the script's whole µs,
 // truncating, and clamped to [0, maxMicros].

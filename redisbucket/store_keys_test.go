@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/redisbucket"
@@ -69,8 +71,8 @@ func TestRedisKeys(t *testing.T) {
 			t.Errorf("GET %q = %q, %v; want %q", key, got, err, want)
 		}
 		ttl, err := client.PTTL(ctx, key).Result()
-		if err != nil || ttl > 20*time.Second || ttl < 10*time.Second {
-			t.Errorf("PTTL %q = %v, %v; want the 20s fill time, less the test's run so far", key, ttl, err)
+		if err != nil || ttl > time.Hour || ttl < 59*time.Minute {
+			t.Errorf("PTTL %q = %v, %v; want the hour a key lives at least under a time source, less the test's run so far", key, ttl, err)
 		}
 	}
 	for _, c := range []struct {
@@ -83,15 +85,22 @@ func TestRedisKeys(t *testing.T) {
 		}
 	}
 
-	// A fill time that is not a whole ms expires at the next ms.
-	fine := mustNew(t, client, keyrate.Every(1500*time.Microsecond),
-		redisbucket.WithTimeSource(clk), redisbucket.WithPrefix("c:"), redisbucket.WithTimeout(slowTimeout))
-	fine.Allow("k")
-	if v, err := client.Get(ctx, "c:k").Result(); err == nil && v != "3600000001500:0" {
-		t.Errorf(`GET "c:k" = %q, want "3600000001500:0"`, v)
-	}
-	if ttl, err := client.PTTL(ctx, "c:k").Result(); err == nil && ttl > 2*time.Millisecond {
-		t.Errorf(`PTTL "c:k" = %v, want at most 2ms`, ttl)
+	// With the server's TIME, a key expires when its bucket is full, at the
+	// next whole ms: 20s after one token of PerMinute(3), 20.001s after
+	// one of Every(20.0005s). The script's TIME is between the two read
+	// around the call.
+	for _, c := range []struct {
+		limit keyrate.Limit
+		ttlMS int64
+	}{{keyrate.PerMinute(3), 20_000}, {keyrate.Every(20*time.Second + 500*time.Microsecond), 20_001}} {
+		s := mustNew(t, client, c.limit, redisbucket.WithPrefix("c:"), redisbucket.WithTimeout(slowTimeout))
+		before := serverMS(t, client)
+		s.Allow(c.limit.String())
+		after := serverMS(t, client)
+		at, err := client.Do(ctx, "PEXPIRETIME", "c:"+c.limit.String()).Int64()
+		if err != nil || at-c.ttlMS < before || at-c.ttlMS > after {
+			t.Errorf("%v: PEXPIRETIME = %d, %v; want %d ms after a time in [%d, %d]", c.limit, at, err, c.ttlMS, before, after)
+		}
 	}
 
 	// A value another program wrote is an error, not a guess.
@@ -99,4 +108,14 @@ func TestRedisKeys(t *testing.T) {
 	if d, err := other.AllowN("bad", 1); err == nil || !strings.Contains(err.Error(), "malformed bucket value") || d.Allowed {
 		t.Errorf(`AllowN("bad") = %+v, %v; want a denial and the script's error`, d, err)
 	}
+}
+
+// serverMS returns the server's TIME in whole ms.
+func serverMS(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	now, err := c.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMilli()
 }
