@@ -1,0 +1,180 @@
+package redisbucket_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+// Fleet shape: nodes processes (separate clients and pools), each with
+// perNode goroutines on one shared key.
+const (
+	nodes   = 4
+	perNode = 8
+)
+
+// fleetLimit is tight enough that over-admission shows within a second:
+// a burst of 20, then one token every 100ms.
+var fleetLimit = keyrate.PerSecond(10).WithBurst(20)
+
+// allowFunc is one node's limiter: it spends one token for key, or not.
+// call counts the calling goroutine's calls from 0.
+type allowFunc func(ctx context.Context, key string, call int) (bool, error)
+
+// runFleet releases every node's goroutines together on key, each calling
+// allow until done reports true (checked before each call), and returns
+// the number admitted. A failed call fails t.
+func runFleet(t *testing.T, fleet []allowFunc, key string, done func(call int) bool) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var ready, finished sync.WaitGroup
+	release := make(chan struct{})
+	errs := make(chan error, len(fleet)*perNode)
+	for _, allow := range fleet {
+		for g := 0; g < perNode; g++ {
+			ready.Add(1)
+			finished.Add(1)
+			go func() {
+				defer finished.Done()
+				ready.Done()
+				<-release
+				for call := 0; !done(call); call++ {
+					ok, err := allow(t.Context(), key, call)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if ok {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	ready.Wait()
+	close(release)
+	finished.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a call failed: %v", err)
+	}
+	return admitted.Load()
+}
+
+// storeFleet returns nodes Stores on srvAddr sharing prefix, each with its
+// own client.
+func storeFleet(t *testing.T, addr, prefix string, opts ...keyrate.Option) []allowFunc {
+	t.Helper()
+	fleet := make([]allowFunc, nodes)
+	for i := range fleet {
+		s := mustNew(t, newClient(t, addr), fleetLimit,
+			append([]keyrate.Option{redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout)}, opts...)...)
+		fleet[i] = func(ctx context.Context, key string, _ int) (bool, error) {
+			d, err := s.AllowNContext(ctx, key, 1)
+			return d.Allowed, err
+		}
+	}
+	return fleet
+}
+
+// TestFleetServerTime: four nodes hammer one key for about a second on the
+// server's clock and admit at most Burst + Rate·T/Per, T measured around
+// the whole run.
+func TestFleetServerTime(t *testing.T) {
+	srv := server(t)
+	fleet := storeFleet(t, srv.Addr(), uniquePrefix(t))
+	const run = time.Second
+	begin := time.Now()
+	got := runFleet(t, fleet, "shared", func(int) bool { return time.Since(begin) >= run })
+	elapsed := time.Since(begin)
+	bound := int64(fleetLimit.Burst) + int64(elapsed)*int64(fleetLimit.Rate)/int64(fleetLimit.Per)
+	t.Logf("admitted %d over %v (bound %d)", got, elapsed, bound)
+	if got > bound {
+		t.Fatalf("the fleet admitted %d over %v, above the bound %d", got, elapsed, bound)
+	}
+	if got < int64(fleetLimit.Burst) {
+		t.Fatalf("the fleet admitted %d, fewer than the burst %d", got, fleetLimit.Burst)
+	}
+}
+
+// frozenCalls is how many calls each goroutine makes on a frozen clock.
+const frozenCalls = 20
+
+// TestFleetFrozen: with time frozen (an explicit time source shared by the
+// fleet) the bound is exactly the burst, and the fleet admits exactly that.
+func TestFleetFrozen(t *testing.T) {
+	srv := server(t)
+	fleet := storeFleet(t, srv.Addr(), uniquePrefix(t), redisbucket.WithTimeSource(clock.NewManual(start)))
+	got := runFleet(t, fleet, "shared", func(call int) bool { return call >= frozenCalls })
+	if got != int64(fleetLimit.Burst) {
+		t.Fatalf("the fleet admitted %d with time frozen, want exactly the burst %d", got, fleetLimit.Burst)
+	}
+}
+
+// TestNaiveOverAdmits is the counter-example that shows the fleet tests can
+// fail: the same limit done as GET, decide in Go, SET, on the same frozen
+// schedule, admits more than the burst. To make that certain rather than
+// likely, every goroutine's first call waits after its GET until all have
+// read: the race window that any GET-then-SET has, held open.
+func TestNaiveOverAdmits(t *testing.T) {
+	srv := server(t)
+	prefix := uniquePrefix(t)
+	var read sync.WaitGroup
+	read.Add(nodes * perNode)
+	fleet := make([]allowFunc, nodes)
+	for i := range fleet {
+		client := newClient(t, srv.Addr())
+		fleet[i] = func(ctx context.Context, key string, call int) (bool, error) {
+			var hold func()
+			if call == 0 {
+				hold = func() { read.Done(); read.Wait() }
+			}
+			return naiveAllow(ctx, client, prefix+key, frozenMicros, hold)
+		}
+	}
+	got := runFleet(t, fleet, "shared", func(call int) bool { return call >= frozenCalls })
+	if want := int64(nodes * perNode); got < want {
+		t.Fatalf("the naive fleet admitted %d, want at least %d: every goroutine's first call read the same full bucket", got, want)
+	}
+	t.Logf("the naive fleet admitted %d with time frozen; the burst is %d", got, fleetLimit.Burst)
+}
+
+// frozenMicros is the frozen time of the naive fleet, in µs.
+const frozenMicros = int64(start / time.Microsecond)
+
+// naiveAllow is GCRA done wrong: it reads the bucket's TAT (whole µs), decides
+// in Go, and writes the new TAT, in three steps another client can
+// interleave with. hold, unless nil, runs between the GET and the SET.
+func naiveAllow(ctx context.Context, c *redis.Client, key string, now int64, hold func()) (bool, error) {
+	interval := int64(fleetLimit.Per/time.Microsecond) / int64(fleetLimit.Rate)
+	fill := int64(fleetLimit.Burst) * interval
+	tat := now
+	v, err := c.Get(ctx, key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return false, err
+	default:
+		if tat, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return false, err
+		}
+	}
+	if hold != nil {
+		hold()
+	}
+	next := max(tat, now) + interval
+	if next-now > fill {
+		return false, nil
+	}
+	return true, c.Set(ctx, key, next, 0).Err()
+}
