@@ -43,3 +43,11 @@ func TestConformanceHashed(t *testing.T) {
 		},
 	})
 }
+
+// BenchmarkSweep: Allow latency on a 1M-key store with and without a
+// concurrent sweep. See conformance.BenchSweep.
+func BenchmarkSweep(b *testing.B) { conformance.BenchSweep(b, bounded) }
+
+// BenchmarkKeyMemory: bytes per key with and without hashed keys. See
+// conformance.BenchKeyMemory.
+func BenchmarkKeyMemory(b *testing.B) { conformance.BenchKeyMemory(b, bounded) }

@@ -50,6 +50,7 @@ func RunEviction(t *testing.T, s Bounded) {
 			t.Run("MaxKeysConcurrent", func(t *testing.T) { testMaxKeysConcurrent(t, m) })
 			t.Run("SweepRace", func(t *testing.T) { testSweepRace(t, m) })
 			t.Run("Background", func(t *testing.T) { testBackground(t, m) })
+			t.Run("RotationAttack", func(t *testing.T) { testRotationAttack(t, m) })
 
 		})
 	}
