@@ -1,6 +1,7 @@
 package redisbucket_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
@@ -12,6 +13,17 @@ import (
 	"github.com/keyrate/keyrate/redisbucket"
 	"github.com/keyrate/keyrate/redisbucket/internal/redistest"
 )
+
+func init() {
+	// The fault tests make go-redis log every failed dial; the tests check
+	// the failures themselves.
+	redis.SetLogger(quiet{})
+}
+
+// quiet is a go-redis logger that drops everything.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // newClient returns a client for addr that honours context deadlines, as
 // New requires, closed when t ends.
