@@ -202,8 +202,12 @@ func TestRunServeSignal(t *testing.T) {
 	}
 	tr.CloseIdleConnections()
 
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
 		t.Fatal(err)
+	}
+	if err := self.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("sending SIGTERM to the test process: %v", err)
 	}
 	var rest []string
 	for lines.Scan() {
