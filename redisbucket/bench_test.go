@@ -1,0 +1,90 @@
+package redisbucket_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+// emptyScript is the baseline: one EVALSHA that does nothing, on the same
+// client and key as the store's script.
+var emptyScript = redis.NewScript("return 0")
+
+// BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
+// GCRA script, on the server's TIME, every call allowed so every call
+// writes) with an EVALSHA of an empty script (op=evalsha-empty), at 1, 8
+// and 50 client goroutines sharing one pool, each on its own key. Beside
+// ns/op (wall time over all goroutines) it reports each call's latency at
+// the median and the 99th percentile.
+func BenchmarkRedis(b *testing.B) {
+	srv := server(b)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 64})
+	b.Cleanup(func() { _ = client.Close() })
+	store := mustNew(b, client, keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
+		redisbucket.WithPrefix(uniquePrefix(b)), redisbucket.WithTimeout(time.Second))
+	ops := []struct {
+		name string
+		call func(key string) error
+	}{
+		{"allow", func(key string) error {
+			d, err := store.AllowN(key, 1)
+			if err == nil && !d.Allowed {
+				err = fmt.Errorf("AllowN(%q) denied: the benchmark's limit should allow every call", key)
+			}
+			return err
+		}},
+		{"evalsha-empty", func(key string) error {
+			return emptyScript.Run(context.Background(), client, []string{key}).Err()
+		}},
+	}
+	for _, op := range ops {
+		for _, clients := range []int{1, 8, 50} {
+			b.Run(fmt.Sprintf("op=%s/clients=%d", op.name, clients), func(b *testing.B) {
+				if err := op.call("warm"); err != nil { // loads the script
+					b.Fatal(err)
+				}
+				latencies := make([][]time.Duration, clients)
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				for g := range clients {
+					n := b.N / clients
+					if g < b.N%clients {
+						n++
+					}
+					lat := make([]time.Duration, n)
+					latencies[g] = lat
+					key := fmt.Sprint("bench-", g)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range lat {
+							begin := time.Now()
+							if err := op.call(key); err != nil {
+								b.Error(err)
+								return
+							}
+							lat[i] = time.Since(begin)
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				all := slices.Concat(latencies...)
+				if len(all) != b.N {
+					b.Fatalf("collected %d latencies for b.N = %d", len(all), b.N)
+				}
+				slices.Sort(all)
+				b.ReportMetric(float64(all[len(all)*50/100].Nanoseconds()), "p50-ns")
+				b.ReportMetric(float64(all[len(all)*99/100].Nanoseconds()), "p99-ns")
+			})
+		}
+	}
+}

@@ -1,0 +1,66 @@
+// Package redisbucket is the keyrate store for a fleet: its buckets live in
+// Redis, so every process that shares the server (or Cluster), the key
+// prefix and the limit shares each key's limit.
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "redis:6379",
+//		ContextTimeoutEnabled: true, // required: lets the timeout bound a call
+//	})
+//	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+//		redisbucket.WithTimeout(50*time.Millisecond),
+//		redisbucket.WithFailurePolicy(redisbucket.FailClosed))
+//	...
+//	d, err := limiter.AllowNContext(ctx, userID, 1)
+//
+// # One script, one key, one clock
+//
+// Every call is one round trip: EVALSHA of one Lua script (loaded on first
+// use; EVAL when the server answers NOSCRIPT) on the bucket's one key, so it
+// is atomic and safe on Redis Cluster. The script reads the server's TIME,
+// the one clock of the whole fleet, and runs the same transition as
+// keyrate.Policy: the generic cell rate algorithm on the bucket's
+// theoretical arrival time (TAT), here in integer ticks of 1/k µs, where
+// k is the least unit in which the limit's token interval is whole (k = 1
+// when it is a whole number of µs). Lua numbers are doubles, so every number
+// the script computes is kept below 2^53: the fill time is at most 2^52
+// ticks (142 years at k = 1, checked by New), and time is saturated at 2^52
+// µs of Unix time (the year 2112). The key is written with PX at the
+// instant the bucket is full again, rounded up to a whole ms, so idle keys
+// delete themselves; a denied call and a Peek write nothing. The server
+// must be Redis 5 or later (the script reads TIME before it writes, which
+// needs effects replication, the default since 5).
+//
+// The script returns the bucket's debt (TAT − now); Go turns it into the
+// Decision's Remaining, RetryAfter and ResetAfter with keyrate.Policy's
+// rounding. For one schedule of calls at whole-µs times a Store makes the
+// same decisions as the in-process stores, field for field (the tests
+// replay random schedules on both, and run the conformance suite with
+// WithTimeSource, which sends explicit times instead of reading TIME).
+//
+// # Keys
+//
+// The Redis key of user key k is prefix+k, or prefix+"{"+k+"}" with
+// WithHashTag (default prefix "keyrate:"). Keys are binary-safe, from 1 to
+// MaxKeyLen (512) bytes; the empty key, usually a key function that found
+// nothing, is rejected with keyrate.ErrInvalidKey, as is a longer one. Len
+// counts the keys under the prefix with SCAN: O(keys in the database), for
+// tests and diagnostics.
+//
+// # When Redis does not answer
+//
+// Every call is bounded by the store's timeout (WithTimeout, default 50ms),
+// retries included, through the context given to the client, which is why
+// New requires ContextTimeoutEnabled. A call that fails or runs out of time
+// never blocks past the timeout, never panics, is counted in Stats, is
+// passed to the WithOnError callback, and gets the answer of the store's
+// FailurePolicy:
+//
+//   - FailClosed (the default): denied, with an error wrapping
+//     ErrUnavailable, so that a caller can tell an outage from a rate limit;
+//   - FailOpen: allowed, with no error;
+//   - FallbackLocal: the answer of an in-process atomicbucket.Store under
+//     WithFallbackLimit, with no error, until Redis answers again.
+//
+// Allow returns the policy's answer in every case. A caller's own context
+// that ends first is not an outage: the call returns its error.
+package redisbucket

@@ -1,0 +1,52 @@
+package redisbucket_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+// With no Redis to answer (nothing listens on port 1), a FailClosed store
+// denies and says why.
+func ExampleFailClosed() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	d, err := limiter.AllowN("alice", 1)
+	fmt.Println(d.Allowed, d.RetryAfter, errors.Is(err, redisbucket.ErrUnavailable))
+	fmt.Printf("%+v\n", limiter.Stats())
+	// Output:
+	// false 1s true
+	// {Calls:1 Errors:1 Degraded:1}
+}
+
+// With no Redis to answer, a FallbackLocal store limits each process on its
+// own, here to 2 a minute per key.
+func ExampleFallbackLocal() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond),
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal),
+		redisbucket.WithFallbackLimit(keyrate.PerMinute(2)))
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		d, err := limiter.AllowN("alice", 1)
+		fmt.Println(d.Allowed, d.Remaining, err)
+	}
+	// Output:
+	// true 1 <nil>
+	// true 0 <nil>
+	// false 0 <nil>
+}
