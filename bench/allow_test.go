@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkAllow is the one driver: every subject on every workload, named
+// store=<subject>/wl=<workload>; core counts come from -cpu.
+func BenchmarkAllow(b *testing.B) {
+	for _, sc := range subjects {
+		for _, wl := range workloads {
+			b.Run("store="+sc.name+"/wl="+wl.name, func(b *testing.B) {
+				if wl.order == nil {
+					benchChurn(b, sc, wl)
+				} else {
+					benchKnown(b, sc, wl)
+				}
+			})
+		}
+	}
+}
+
+// fixture is a subject prepared for a workload: every key inserted, with
+// half its burst spent (see prefill).
+type fixture struct {
+	s       subject
+	release func()
+	in      *inputs
+}
+
+// current is the last fixture built, kept across the calls the testing
+// package makes with growing b.N, and across consecutive workloads with the
+// same subject, limit and key set (uniform-1M then zipf-1M), so that a
+// million keys are inserted once per run of those, not once per call. Only
+// one is kept, so that the live heap (which every GC must mark) holds at
+// most one prepared store.
+var current struct {
+	id string
+	f  *fixture
+}
+
+// fixtureFor returns the prepared subject for the running sub-benchmark,
+// building it if the last one was for another. It asserts that the store
+// holds exactly the keys the workload claims.
+func fixtureFor(b *testing.B, sc subjectCase, wl workload) *fixture {
+	in := inputsFor(b, wl)
+	id := fmt.Sprintf("%s %v %d", sc.name, wl.limit, len(in.keys))
+	if current.id == id {
+		current.f.in = in
+		return current.f
+	}
+	if current.f != nil {
+		current.f.release()
+		current.f = nil
+	}
+	s, release, err := sc.new(wl.limit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range in.keys {
+		prefill(s, wl.limit, k)
+	}
+	if got := s.Len(); got != len(in.keys) {
+		release()
+		b.Fatalf("store=%s wl=%s: store holds %d keys after setup, want %d (%d claimed, capped at %d under -race)",
+			sc.name, wl.name, got, len(in.keys), wl.keys, maxRaceKeys)
+	}
+	current.id, current.f = id, &fixture{s: s, release: release, in: in}
+	runtime.GC() // collect setup's garbage now, not in the timed loop
+	return current.f
+}
+
+// offsetStride spaces the goroutines' starting points in a sequence.
+const offsetStride = 7919
+
+// benchKnown runs a workload whose keys are all known to the store.
+func benchKnown(b *testing.B, sc subjectCase, wl workload) {
+	f := fixtureFor(b, sc, wl)
+	s, seq, costs := f.s, f.in.seq, f.in.costs
+	mask := len(seq) - 1
+	var goroutines, allowed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(goroutines.Add(1)) * offsetStride
+		n := int64(0)
+		if costs == nil {
+			for pb.Next() {
+				if s.Allow(seq[i&mask]) {
+					n++
+				}
+				i++
+			}
+		} else {
+			for pb.Next() {
+				if d, _ := s.AllowN(seq[i&mask], costs[i&mask]); d.Allowed {
+					n++
+				}
+				i++
+			}
+		}
+		allowed.Add(n)
+	})
+	b.StopTimer()
+	reportAllowed(b, sc, wl, allowed.Load())
+}
+
+// churnChunk is how many fresh keys a goroutine claims at once in churn.
+const churnChunk = 256
+
+// benchChurn runs churn: a fresh store, and every call a key it has never
+// seen. Goroutines claim chunks of a pre-generated key list.
+func benchChurn(b *testing.B, sc subjectCase, wl workload) {
+	keys := makeKeys("new-", b.N+churnChunk*(runtime.GOMAXPROCS(0)+1))
+	s, release, err := sc.new(wl.limit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer release()
+	var cursor, allowed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		n := int64(0)
+		i, end := 0, 0
+		for pb.Next() {
+			if i == end {
+				end = int(cursor.Add(churnChunk))
+				i = end - churnChunk
+			}
+			if s.Allow(keys[i]) {
+				n++
+			}
+			i++
+		}
+		allowed.Add(n)
+	})
+	b.StopTimer()
+	if got := s.Len(); got != b.N {
+		b.Fatalf("store=%s wl=churn: store holds %d keys after %d calls, want one per call", sc.name, got, b.N)
+	}
+	reportAllowed(b, sc, wl, allowed.Load())
+}
+
+// reportAllowed reports allowed/op and, for a limiter, checks it against
+// what the workload is meant to do.
+func reportAllowed(b *testing.B, sc subjectCase, wl workload, allowed int64) {
+	frac := float64(allowed) / float64(b.N)
+	b.ReportMetric(frac, "allowed/op")
+	if !sc.limiter {
+		return
+	}
+	if wl.allow && frac < 0.99 {
+		b.Fatalf("store=%s wl=%s: allowed %d of %d calls; the workload is meant to allow them all", sc.name, wl.name, allowed, b.N)
+	}
+	if !wl.allow && frac > 0.01 {
+		b.Fatalf("store=%s wl=%s: allowed %d of %d calls; the workload is meant to deny them all", sc.name, wl.name, allowed, b.N)
+	}
+}

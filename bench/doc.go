@@ -1,0 +1,54 @@
+// Package bench holds keyrate's benchmarks: one driver that runs every store
+// and two baselines over the same workloads, so that their figures can be
+// compared line by line. It has no API; run it with go test:
+//
+//	go test -run '^$' -bench . -benchmem -count 10 -cpu 1,2,4 ./bench
+//
+// or with "make bench", which saves the raw output and the machine's facts
+// for "keyrate report".
+//
+// # Names
+//
+// Every sub-benchmark is named with key=value pairs, so that benchstat and
+// "keyrate report" can slice by any of them:
+//
+//	BenchmarkAllow/store=<store>/wl=<workload>-<GOMAXPROCS>
+//	BenchmarkMemory/store=<store>
+//
+// The stores are mutex (mutexbucket), striped, atomic (atomicbucket),
+// atomic/clock=coarse (atomicbucket reading a clock.Coarse), and two
+// baselines measured in the same run:
+//
+//   - floor: not a limiter but the least work any per-key limiter must do:
+//     one monotonic clock read, one xsync.MapOf load of an existing key and
+//     one compare-and-swap on a uint64;
+//   - xrate: one golang.org/x/time/rate.Limiter per key in an xsync.MapOf,
+//     got or created with LoadOrCompute: what users write by hand today.
+//
+// # Workloads
+//
+// All run under b.RunParallel with keys and key sequences generated before
+// the timer starts; each goroutine starts at its own offset in the
+// sequence. Keys are 16 bytes.
+//
+//   - hotkey: every goroutine on one key, under a limit so high that every
+//     request is allowed;
+//   - hotkey-deny: one key whose bucket was emptied in setup, under a limit
+//     of one per hour: every request is denied;
+//   - uniform-1k, uniform-1M: that many keys, all known to the store, in a
+//     sequence of shuffled rounds so that every key is used equally;
+//   - zipf-1M: 1M known keys, drawn with math/rand/v2's Zipf (s = 1.1);
+//   - churn: every call a key the store has never seen;
+//   - cost-mix: AllowN with costs 1 to 8 over the 1k keys.
+//
+// Each reports allowed/op (and checks it: a workload meant to allow must
+// not deny, and hotkey-deny must not allow) and allocations. Setup asserts
+// the number of distinct keys the name claims. Under the race detector
+// (the benchrace make target runs every benchmark once) the key counts
+// above 4096 are scaled down to 4096 so that the pass stays quick; the
+// assertion then checks the scaled count.
+//
+// BenchmarkMemory inserts 1M 16-byte keys into each store and reports the
+// live heap per key after a GC (B/key) and the duration of one forced GC
+// with those keys live (gc-ns).
+package bench

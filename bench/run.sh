@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# run.sh OUT COUNT BENCHTIME CPUS runs keyrate's benchmarks and saves what
+# "keyrate report" reads: the raw output in OUT/bench.txt and the machine's
+# facts, with the exact command, in OUT/machine.txt. CPUS is a -cpu list, or
+# "auto" for 1, 2, 4, ... up to twice the machine's CPUs. Used by the bench
+# and report targets of the Makefile.
+set -euo pipefail
+if [ $# -ne 4 ]; then
+	echo "usage: bench/run.sh OUT COUNT BENCHTIME CPUS" >&2
+	exit 2
+fi
+out=$1 count=$2 benchtime=$3 cpus=$4
+go=${GO:-go}
+cores=$(getconf _NPROCESSORS_ONLN)
+if [ "$cpus" = auto ]; then
+	cpus=1
+	for ((c = 2; c <= 2 * cores; c *= 2)); do cpus="$cpus,$c"; done
+fi
+model=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' ||
+	sysctl -n machdep.cpu.brand_string 2>/dev/null || echo unknown)
+cmd="$go test -run '^\$' -bench . -benchmem -count $count -benchtime $benchtime -cpu $cpus -timeout 0 ./bench"
+mkdir -p "$out"
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "host: $(hostname)"
+	echo "cpu: $model"
+	echo "cores: $cores"
+	echo "go: $($go version)"
+	echo "load-before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+	echo "command: $cmd"
+} >"$out/machine.txt"
+echo "$cmd > $out/bench.txt" >&2
+eval "$cmd" | tee "$out/bench.txt"
+echo "load-after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)" >>"$out/machine.txt"

@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/mutexbucket"
+	"github.com/keyrate/keyrate/striped"
+)
+
+// subject is what the driver calls: the part of keyrate.Limiter the
+// workloads use. Every store satisfies it, and so do the baselines.
+type subject interface {
+	Allow(key string) bool
+	AllowN(key string, cost int) (keyrate.Decision, error)
+	Len() int
+}
+
+// subjectCase is one row of the table of things benchmarked: its name, the
+// value of store= in the benchmark name (which may carry further key=value
+// pairs, as in "atomic/clock=coarse"), and how to build one.
+type subjectCase struct {
+	name string
+	// limiter is false for a baseline that does not limit (floor): its
+	// allowed/op is reported but not checked.
+	limiter bool
+	// new builds a fresh instance enforcing l, and a function that releases
+	// what it holds (a coarse clock's goroutine).
+	new func(l keyrate.Limit) (subject, func(), error)
+}
+
+// subjects is every store and baseline, in report order. A store variant is
+// one line, its options given to store or coarse.
+var subjects = []subjectCase{
+	{"mutex", true, store(mutexbucket.New)},
+	{"striped", true, store(striped.New)},
+	{"striped/keys=hashed", true, store(striped.New, keyrate.WithHashedKeys())},
+	{"atomic", true, store(atomicbucket.New)},
+	{"atomic/clock=coarse", true, coarse(atomicbucket.New)},
+	{"floor", false, newFloor},
+	{"xrate", true, newXrate},
+}
+
+// store adapts a store's New, with opts, to subjectCase.new.
+func store[S subject](newStore func(keyrate.Limit, ...keyrate.Option) (S, error), opts ...keyrate.Option) func(keyrate.Limit) (subject, func(), error) {
+	return func(l keyrate.Limit) (subject, func(), error) {
+		s, err := newStore(l, opts...)
+		return s, func() {}, err
+	}
+}
+
+// coarse is store with the store reading its own clock.Coarse of the
+// default resolution, closed by the release function.
+func coarse[S subject](newStore func(keyrate.Limit, ...keyrate.Option) (S, error), opts ...keyrate.Option) func(keyrate.Limit) (subject, func(), error) {
+	return func(l keyrate.Limit) (subject, func(), error) {
+		c := clock.NewCoarse(clock.DefaultResolution)
+		s, err := newStore(l, append(opts, keyrate.WithClock(c))...)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		return s, c.Close, nil
+	}
+}
