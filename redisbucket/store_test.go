@@ -1,8 +1,8 @@
 package redisbucket_test
 
 import (
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
@@ -14,16 +14,10 @@ func TestConformance(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
 	conformance.Run(t, conformance.Store{
-		Remote: true,
+		Remote:          true,
+		RejectsEmptyKey: true,
+		Resolution:      time.Microsecond,
 		New: func(t *testing.T, limit keyrate.Limit, clk *clock.Manual) (keyrate.Limiter, error) {
-			// Two of the suite's tests cannot apply as they stand; each
-			// is run in this package's own form instead.
-			switch name := t.Name(); {
-			case strings.HasSuffix(name, "/IndependentKeys"):
-				t.Skip("uses the empty key, which redisbucket rejects with ErrInvalidKey; see TestIndependentKeys")
-			case strings.HasSuffix(name, "/FractionalRate"):
-				t.Skip("steps the clock at sub-µs offsets, below the script's µs clock; see TestDifferential")
-			}
 			s, err := redisbucket.New(client, limit,
 				redisbucket.WithTimeSource(clk),
 				redisbucket.WithPrefix(uniquePrefix(t)),

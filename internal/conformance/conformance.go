@@ -30,6 +30,12 @@ type Store struct {
 	// only an in-process store can meet (no allocation per call) are
 	// skipped.
 	Remote bool
+	// RejectsEmptyKey marks a store that rejects the empty key with
+	// keyrate.ErrInvalidKey; the suite then leaves it out.
+	RejectsEmptyKey bool
+	// Resolution is the finest clock step the store decides exactly (0
+	// means 1ns); tests whose schedule steps finer are skipped.
+	Resolution time.Duration
 }
 
 // start is the manual clock's reading when a store is created: not zero, so
@@ -183,6 +189,9 @@ func testPartialRefill(t *testing.T, s Store) {
 // testFractionalRate checks a rate whose token interval is not a whole
 // number of nanoseconds: 3 per 10s, a token every 3.333…s.
 func testFractionalRate(t *testing.T, s Store) {
+	if s.Resolution > time.Nanosecond {
+		t.Skipf("the schedule steps by 1ns, finer than the store's %v clock", s.Resolution)
+	}
 	l, clk := open(t, s, keyrate.Limit{Rate: 3, Per: 10 * time.Second, Burst: 3})
 	third := 3333333333 * time.Nanosecond // 10s/3, rounded down
 	runSteps(t, l, clk, []step{
@@ -256,7 +265,14 @@ func testCostErrors(t *testing.T, s Store) {
 
 func testIndependentKeys(t *testing.T, s Store) {
 	l, _ := open(t, s, keyrate.PerHour(2))
-	for _, k := range []string{"a", "b", "", "a\x00", "日本"} {
+	keys := []string{"a", "b", "a\x00", "日本", ""}
+	if s.RejectsEmptyKey {
+		keys = keys[:4]
+		if _, err := l.AllowN("", 1); !errors.Is(err, keyrate.ErrInvalidKey) {
+			t.Fatalf("AllowN(\"\", 1) error = %v, want ErrInvalidKey", err)
+		}
+	}
+	for _, k := range keys {
 		for i := 0; i < 2; i++ {
 			if !l.Allow(k) {
 				t.Fatalf("key %q: request %d denied", k, i)
@@ -266,8 +282,8 @@ func testIndependentKeys(t *testing.T, s Store) {
 			t.Fatalf("key %q: third request allowed", k)
 		}
 	}
-	if n := l.Len(); n != 5 {
-		t.Fatalf("Len = %d, want 5", n)
+	if n := l.Len(); n != len(keys) {
+		t.Fatalf("Len = %d, want %d", n, len(keys))
 	}
 }
 
