@@ -55,12 +55,13 @@ type word struct{ v atomic.Uint64 }
 
 // Evict swaps w to keyrate.Tombstone if it is full at now. See
 // sweep.Bucket.
-func (w *word) Evict(p *keyrate.Policy, now uint64) bool {
+func (w *word) Evict(p *keyrate.Policy, now uint64, floor *sweep.Floor) bool {
 	for {
 		old := w.v.Load()
 		if keyrate.State(old) == keyrate.Tombstone || !p.Full(keyrate.State(old), now) {
 			return false
 		}
+		floor.Raise(keyrate.State(old)) // harmless if the swap then fails
 		if w.v.CompareAndSwap(old, uint64(keyrate.Tombstone)) {
 			return true
 		}

@@ -55,12 +55,13 @@ type bucket struct {
 }
 
 // Evict marks b as swept if it is full at now. See sweep.Bucket.
-func (b *bucket) Evict(p *keyrate.Policy, now uint64) bool {
+func (b *bucket) Evict(p *keyrate.Policy, now uint64, floor *sweep.Floor) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state == keyrate.Tombstone || !p.Full(b.state, now) {
 		return false
 	}
+	floor.Raise(b.state)
 	b.state = keyrate.Tombstone
 	return true
 }

@@ -36,19 +36,23 @@ import (
 // again (idle for at least Limit.FillTime since it was last emptied), which
 // is indistinguishable from a new one. The check and the delete happen
 // under the stripe lock that every spend takes, so no spend can fall
-// between them. A stripe is swept by the call that inserts a new key into
-// it, after as many insertions into the stripe as the stripe's previous
-// sweep left keys (amortised one key examined per insertion; that call
-// walks one stripe, under its lock), and a stripe whose map has shrunk to a
+// between them. Every insertion of a new key first examines 16 keys of its
+// stripe, a random sample (Go starts each range over a map at a random
+// entry), under the lock it already holds, and evicts those that are full:
+// bounded work per insertion that keeps a store without a cap within about
+// 16/15 of its keys that are not full. A stripe whose map falls to a
 // quarter of its peak is rebuilt, since Go maps never shrink. The whole
-// store is swept stripe by stripe, one lock at a time, in the background
-// with keyrate.WithSweepInterval (which turns off the per-stripe sweeps on
-// insertion) and on demand with Sweep. keyrate.WithMaxKeys caps the keys
-// tracked: a new key that finds the store full triggers a whole sweep at
-// most once per sweep.RefusalWeight refusals per sixteenth of the cap, and
-// fails closed with keyrate.ErrStoreFull if no key is full enough to
-// evict. See package internal/sweep for the argument that eviction never
-// changes a decision.
+// store is swept stripe by stripe, one lock at a time, on demand with
+// Sweep and in the background with keyrate.WithSweepInterval (which turns
+// off the sampling on insertion, except in a full store).
+//
+// keyrate.WithMaxKeys caps the keys tracked. A new key that finds the
+// store full, and no full key in its stripe's sample, makes the caller
+// sweep the whole store, at most once per cap/16 such refusals
+// (sweep.RefusalWeight; amortised 16 keys examined per refusal), and
+// fails closed with keyrate.ErrStoreFull if that frees nothing. See
+// package internal/sweep for the argument that eviction never changes a
+// decision.
 //
 // A Store is safe for concurrent use. Create one with New, and Close it if
 // it has a background sweeper; the zero value is not usable. Known keys

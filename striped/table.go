@@ -5,7 +5,6 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/layout"
-	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // table is the store's stripes, with keys of type K: the key string, or
@@ -13,7 +12,6 @@ import (
 // pointer-free. The code is the same for both.
 type table[K comparable] struct {
 	stripes []stripe[K]
-	pace    int32 // the fewest insertions between two sweeps of a stripe
 }
 
 // stripe is one lock and the keys it guards, padded to a whole cache line
@@ -22,31 +20,28 @@ type table[K comparable] struct {
 type stripe[K comparable] struct {
 	mu sync.Mutex
 	m  map[K]keyrate.State
-	// floor is the latest tick a sweep of this stripe read: a key missing
-	// from the stripe is a bucket in state floor (see take).
+	// floor is the latest state of any key evicted from this stripe: a
+	// key missing from the stripe is a bucket in state floor (see insert).
 	floor uint64
-	// inserts counts insertions since the stripe's last sweep; a sweep is
-	// due when it reaches pace, the keys that sweep left (at least the
-	// table's pace).
-	inserts, pace int32
 	// peak is the most keys m has held since it was made: Go maps never
-	// shrink, so a sweep that leaves m at a quarter of its peak rebuilds it.
-	peak int32
-	_    [layout.CacheLine - 36]byte // pad: mutex 8, map 8, floor 8, counters 12 to one line
+	// shrink, so a stripe whose map falls to a quarter of its peak is
+	// rebuilt.
+	peak int
+	_    [layout.CacheLine - 32]byte // pad: mutex 8, map 8, floor 8, peak 8 to one line
 }
 
-// minStripePace is the fewest insertions between two sweeps of a stripe,
-// and pace the stripe's share of sweep.MinPace if that is more: so that
-// the keys a store without a cap leaves unswept are about the same with
-// any number of stripes.
-const minStripePace = 8
+// sampled is how many keys of its stripe an insertion examines for
+// eviction. Go starts every range over a map at a random entry, so this is
+// a random sample: while the fraction of a stripe's keys that are full
+// exceeds 1/sampled, insertions evict them faster than they add keys, so a
+// store without a cap holds at most about sampled/(sampled-1) times its
+// keys that are not full, plus one stripe's worth of the pacing slack.
+const sampled = 16
 
 func newTable[K comparable](stripes int) *table[K] {
 	t := &table[K]{stripes: make([]stripe[K], stripes)}
-	t.pace = int32(max(minStripePace, sweep.MinPace/stripes))
 	for i := range t.stripes {
 		t.stripes[i].m = make(map[K]keyrate.State)
-		t.stripes[i].pace = t.pace
 	}
 	return t
 }
@@ -60,7 +55,7 @@ func (t *table[K]) take(s *Store, key K, h, now uint64, cost int) (state keyrate
 	st.mu.Lock()
 	old, found := st.m[key]
 	if !found {
-		return st.insert(s, t, key, now, cost) // unlocks
+		return st.insert(s, key, now, cost) // unlocks
 	}
 	next, ok := s.policy.Take(old, now, cost)
 	if ok {
@@ -70,19 +65,29 @@ func (t *table[K]) take(s *Store, key K, h, now uint64, cost int) (state keyrate
 	return next, now, ok, false
 }
 
-// insert is take for a key missing from st, called and returning with
-// st.mu held and released respectively.
+// insert is take for a key missing from st, called with st.mu held; it
+// releases it.
 //
-// A missing key is a bucket in state st.floor, the latest tick a sweep of
-// st read: a key swept then was full at that tick, so for every reading
-// from the floor on the two agree (and before it the floor holds fewer
-// tokens). The reading now was taken before the lock, so it may predate a
-// sweep that ran while this call waited: it is then read again, under the
-// lock, and so no older than the sweep's for a clock that never runs
-// backwards; the request is decided as it would be by a store that never
-// evicts, had it read the clock a moment later within this call.
-func (st *stripe[K]) insert(s *Store, t *table[K], key K, now uint64, cost int) (keyrate.State, uint64, bool, bool) {
+// A missing key is a bucket in state st.floor, the latest state of any key
+// evicted from st (0 if none): a full bucket at every tick from the floor
+// on, where it agrees with every evicted bucket, and before it one with
+// fewer tokens than theirs. The reading now was taken before the lock, so
+// it may predate a sweep that ran while this call waited and evicted this
+// very key: if it is older than the floor it is read again, under the
+// lock, and so no older than the sweep's reading, at which the evicted
+// bucket was full, for a clock that never runs backwards. The request is
+// then decided as it would be by a store that never evicts, had it read
+// the clock a moment later within this call.
+//
+// Before inserting, it examines sampled keys of st and evicts those that
+// are full: the store's incremental maintenance (bounded work, under the
+// lock it already holds). A full store that still has no room reports
+// full.
+func (st *stripe[K]) insert(s *Store, key K, now uint64, cost int) (keyrate.State, uint64, bool, bool) {
 	defer st.mu.Unlock()
+	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
+		st.evict(s, now, sampled)
+	}
 	if now < st.floor {
 		now = s.policy.Now()
 	}
@@ -94,35 +99,39 @@ func (st *stripe[K]) insert(s *Store, t *table[K], key K, now uint64, cost int) 
 		return 0, now, false, true
 	}
 	st.m[key] = next
-	st.peak = max(st.peak, int32(min(len(st.m), 1<<30)))
-	if st.inserts++; st.inserts >= st.pace && s.bg == nil {
-		s.book.Evicted(st.sweep(s, t.pace))
-	}
+	st.peak = max(st.peak, len(st.m))
 	return next, now, true, false
 }
 
-// sweep removes every key of st that is full now and returns how many it
-// removed; st.mu must be held. pace is the table's.
-func (st *stripe[K]) sweep(s *Store, pace int32) int {
-	now := s.policy.Now()
-	st.floor = max(st.floor, now)
-	n := 0
+// evict examines up to n keys of st (all if n < 0), in Go's random map
+// order, and removes those that are full at tick now, a reading of the
+// clock taken within the caller's call; st.mu must be held. It rebuilds
+// the map once it has fallen to a quarter of its peak.
+func (st *stripe[K]) evict(s *Store, now uint64, n int) {
+	removed := 0
 	for k, v := range st.m {
+		if n == 0 {
+			break
+		}
+		n--
 		if s.policy.Full(v, now) {
+			st.floor = max(st.floor, uint64(v))
 			delete(st.m, k)
-			n++
+			removed++
 		}
 	}
-	s.book.Release(n)
-	if left := len(st.m); left*4 < int(st.peak) && st.peak > pace {
+	if removed == 0 {
+		return
+	}
+	s.book.Release(removed)
+	s.book.Evicted(removed)
+	if left := len(st.m); left*4 < st.peak && st.peak > 4*sampled {
 		m := make(map[K]keyrate.State, left)
 		for k, v := range st.m {
 			m[k] = v
 		}
-		st.m, st.peak = m, int32(left)
+		st.m, st.peak = m, left
 	}
-	st.inserts, st.pace = 0, max(int32(len(st.m)), pace)
-	return n
 }
 
 // sweep sweeps every stripe, one lock at a time, and returns the keys it
@@ -131,11 +140,12 @@ func (t *table[K]) sweep(s *Store) (removed, left int) {
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		st.mu.Lock()
-		removed += st.sweep(s, t.pace)
+		before := len(st.m)
+		st.evict(s, s.policy.Now(), -1)
+		removed += before - len(st.m)
 		left += len(st.m)
 		st.mu.Unlock()
 	}
-	s.book.Evicted(removed)
 	return removed, left
 }
 

@@ -51,6 +51,9 @@ func (b *Book) Reserve() bool {
 	}
 }
 
+// Full reports whether the book has a cap and every slot is taken.
+func (b *Book) Full() bool { return b.max != 0 && b.held.Load() >= b.max }
+
 // Release gives back n slots: keys removed, or reserved and not inserted.
 func (b *Book) Release(n int) {
 	if b.max != 0 && n != 0 {

@@ -39,9 +39,11 @@
 //     clock a moment later, within its own call.
 //
 // As a last guard, for clocks that do step backwards (clock.Manual), a
-// fresh bucket starts at the store's floor, the latest sweep reading,
-// rather than at 0: a bucket full at the floor and the old bucket agree for
-// every reading at or after the floor, and before it the fresh one holds
-// fewer tokens than the old one did. So eviction can only deny more, never
-// admit more, whatever the clock does.
+// fresh bucket starts at the store's floor, the greatest state of any
+// bucket it evicted (per stripe in the striped store), rather than at 0:
+// for every reading at or after an evicted bucket's state the fresh one
+// agrees with it, and before it the fresh one holds fewer tokens. So
+// eviction can only deny more, never admit more, whatever the clock does;
+// and a store that has evicted nothing behaves exactly as one that never
+// evicts.
 package sweep

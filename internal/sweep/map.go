@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"hash/maphash"
+	"sync"
 	"sync/atomic"
 
 	"github.com/puzpuzpuz/xsync/v3"
@@ -16,8 +17,9 @@ type Bucket interface {
 	// Evict marks the bucket keyrate.Tombstone if it is full at tick now,
 	// in one step that no spend can interleave with (under the bucket's
 	// lock, or by a compare-and-swap from the state judged full), and
-	// reports whether it did. A bucket already marked reports false.
-	Evict(p *keyrate.Policy, now uint64) bool
+	// reports whether it did; before marking it raises floor to the state
+	// it judged full. A bucket already marked reports false.
+	Evict(p *keyrate.Policy, now uint64, floor *Floor) bool
 }
 
 // Map is the key-to-bucket map of a store that keeps one pointer per key
@@ -32,21 +34,27 @@ type Bucket interface {
 // finds its bucket marked calls Drop itself and looks the key up again
 // (see the package documentation for why this never changes a decision).
 //
-// Paced sweeps run on the goroutine that inserts a new key, after as many
-// insertions as the previous sweep left keys (at least MinPace, or the
-// cap): amortised one key examined per insertion, but a whole sweep on
-// that one call. With a background sweeper they are off, except when the
-// cap refuses a key. Set a Map up with Init; it is safe for concurrent use.
+// A paced sweep falls due after as many insertions as the previous sweep
+// left keys (at least MinPace, or the cap), which is amortised one key
+// examined per insertion, and after cap/RefusalWeight refusals; it runs on
+// a short-lived goroutine of its own, which Close waits for, so that no
+// request pays for a whole sweep. With a background sweeper, insertions do
+// not pace sweeps. Set a Map up with Init; it is safe for concurrent use.
 type Map[B Bucket] struct {
 	policy *keyrate.Policy
 	fresh  func(keyrate.State) B
 	seed   maphash.Seed
 	strs   *xsync.MapOf[string, B] // the keys, unless hashed
 	hashes *xsync.MapOf[uint64, B] // the keys' hashes, if hashed
-	floor  atomic.Uint64           // the latest tick a sweep read
+	floor  Floor                   // the latest state of an evicted bucket
 	book   Book
 	pacer  Pacer
 	bg     *Background
+
+	mu       sync.Mutex     // guards closed, inflight and running.Add
+	closed   bool           // Close was called: paced sweeps run on the caller
+	inflight chan struct{}  // closed when the latest paced sweep is done
+	running  sync.WaitGroup // paced sweeps in flight
 }
 
 // Init sets m up for a store enforcing policy under settings set, with
@@ -101,21 +109,33 @@ func (m *Map[B]) Get(key string) (B, error) {
 	return insert(m, m.strs, key)
 }
 
-// insert is Get's slow path, for a key that was missing from t. A paced
-// sweep, when due, runs first: before the insertion (so that a new bucket,
-// full until its first spend, is never swept before it is spent from) and
-// before the reservation (so that it can make room).
+// insert is Get's slow path, for a key that was missing from t.
+//
+// A paced sweep that falls due here runs on a goroutine of its own (see
+// kick), never on the caller; but if new keys come in so fast that the
+// sweep falls AssistRatio periods behind, the caller waits for it to
+// finish (assist), as Go's allocating goroutines assist the garbage
+// collector. When the cap leaves no room, the caller
+// itself does a bounded amount of work before it is refused: it examines
+// at most RefusalScan buckets (evictOne) and stops at the first it can
+// evict.
 func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, error) {
-	if m.bg == nil && m.pacer.Charge(1) {
-		m.pacedSweep()
+	if m.bg == nil {
+		if m.pacer.Charge(1) {
+			m.kick()
+		} else if m.pacer.Overdue() {
+			m.assist()
+		}
 	}
-	for swept := false; ; swept = true {
+	for scanned := false; ; scanned = true {
 		if !m.book.Reserve() {
 			if b, ok := t.Load(k); ok { // inserted by someone else meanwhile
 				return b, nil
 			}
-			if !swept && m.pacer.Charge(RefusalWeight) {
-				m.pacedSweep()
+			if m.pacer.Charge(RefusalWeight) {
+				m.kick()
+			}
+			if !scanned && evictOne(m, t) {
 				continue
 			}
 			var zero B
@@ -129,16 +149,77 @@ func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, er
 	}
 }
 
-// Floor returns the state a new bucket starts in: the latest tick a sweep
-// read, which is full at every reading since (see the package
-// documentation).
-func (m *Map[B]) Floor() keyrate.State { return keyrate.State(m.floor.Load()) }
+// RefusalScan is the most buckets a request for a new key examines, on its
+// own goroutine, for one it can evict when the cap leaves no room.
+const RefusalScan = 64
 
-// raiseFloor makes the floor at least now.
-func (m *Map[B]) raiseFloor(now uint64) {
+// evictOne examines at most RefusalScan buckets of t and evicts the first
+// that is full, reporting whether it found one.
+func evictOne[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B]) bool {
+	now := m.policy.Now()
+	examined, evicted := 0, false
+	t.Range(func(k K, b B) bool {
+		examined++
+		if b.Evict(m.policy, now, &m.floor) {
+			drop(m, t, k, b)
+			m.book.Evicted(1)
+			evicted = true
+			return false
+		}
+		return examined < RefusalScan
+	})
+	return evicted
+}
+
+// kick runs a paced sweep that Pacer.Charge handed to the caller, on a
+// goroutine of its own so that no request waits for it (a sweep of a map
+// of a million pointers takes a good fraction of a second); Close waits
+// for it. After Close it runs on the caller.
+func (m *Map[B]) kick() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.pacedSweep()
+		return
+	}
+	done := make(chan struct{})
+	m.inflight = done
+	m.running.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.running.Done()
+		defer close(done)
+		m.pacedSweep()
+	}()
+}
+
+// assist waits for the paced sweep in flight, if any.
+func (m *Map[B]) assist() {
+	m.mu.Lock()
+	done := m.inflight
+	m.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// Floor returns the state a new bucket starts in: the latest state of any
+// bucket evicted (0 if none), which is full at every reading since that
+// bucket was (see the package documentation).
+func (m *Map[B]) Floor() keyrate.State { return m.floor.Load() }
+
+// Floor is the state a store's new buckets start in: the greatest state of
+// any bucket it evicted. It is safe for concurrent use.
+type Floor struct{ v atomic.Uint64 }
+
+// Load returns the floor.
+func (f *Floor) Load() keyrate.State { return keyrate.State(f.v.Load()) }
+
+// Raise makes the floor at least s.
+func (f *Floor) Raise(s keyrate.State) {
 	for {
-		f := m.floor.Load()
-		if f >= now || m.floor.CompareAndSwap(f, now) {
+		old := f.v.Load()
+		if old >= uint64(s) || f.v.CompareAndSwap(old, uint64(s)) {
 			return
 		}
 	}
@@ -173,32 +254,33 @@ func drop[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K, b B) {
 // how many it removed. It holds at most one lock at a time (a bucket's, or
 // one of xsync's bucket locks) and stops no other call.
 func (m *Map[B]) Sweep() int {
-	// The floor is raised before any bucket is marked, so that a spender
-	// that sees a mark and builds a fresh bucket starts it at a floor at
-	// least the reading that judged the old one full.
 	now := m.policy.Now()
-	m.raiseFloor(now)
-	var n int
+	var n, kept int
 	if m.hashes != nil {
-		n = sweep(m, m.hashes, now)
+		n, kept = sweep(m, m.hashes, now)
 	} else {
-		n = sweep(m, m.strs, now)
+		n, kept = sweep(m, m.strs, now)
 	}
 	m.book.Evicted(n)
-	m.pacer.Reset(m.Len())
+	// The next period is the keys this sweep examined and kept, not those
+	// inserted while it ran, like the heap goal after a garbage collection.
+	m.pacer.Reset(kept)
 	return n
 }
 
-func sweep[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], now uint64) int {
-	n := 0
+// sweep removes the buckets of t full at tick now, and returns how many it
+// removed and how many it examined and kept.
+func sweep[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], now uint64) (removed, kept int) {
 	t.Range(func(k K, b B) bool {
-		if b.Evict(m.policy, now) {
+		if b.Evict(m.policy, now, &m.floor) {
 			drop(m, t, k, b)
-			n++
+			removed++
+		} else {
+			kept++
 		}
 		return true
 	})
-	return n
+	return removed, kept
 }
 
 // pacedSweep runs a sweep that Pacer.Charge handed to the caller.
@@ -218,9 +300,13 @@ func (m *Map[B]) Len() int {
 // Stats returns the store's keyrate.Stats.
 func (m *Map[B]) Stats() keyrate.Stats { return m.book.Stats(m.Len()) }
 
-// Close stops the background sweeper, if any. It is safe to call more than
-// once.
+// Close stops the background sweeper, if any, and waits for paced sweeps
+// in flight. It is safe to call more than once.
 func (m *Map[B]) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
 	m.bg.Stop()
+	m.running.Wait()
 	return nil
 }

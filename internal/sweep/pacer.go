@@ -17,6 +17,10 @@ const (
 	// while an attacker streaming new keys into a full store of busy keys
 	// buys at most 16 key examinations per request.
 	RefusalWeight = 16
+	// AssistRatio is how many periods a paced sweep that runs on its own
+	// goroutine may fall behind before the goroutines charging events wait
+	// for it (Overdue).
+	AssistRatio = 1
 )
 
 // Pacer decides when a call on the request path pays for a sweep: after
@@ -41,6 +45,12 @@ func (p *Pacer) Charge(w int) bool {
 		return false
 	}
 	return p.busy.CompareAndSwap(false, true)
+}
+
+// Overdue reports whether a paced sweep is running and the events since
+// the last one have reached AssistRatio times the period.
+func (p *Pacer) Overdue() bool {
+	return p.busy.Load() && p.debt.Load() >= AssistRatio*max(p.min, p.budget.Load())
 }
 
 // Reset starts a new period after a sweep (paced or not) that left keys.
