@@ -47,9 +47,11 @@ type BoundedLimiter interface {
 	Stats() Stats
 
 	// Close stops the background sweeper started by WithSweepInterval, if
-	// any, and waits for it to return. It is safe to call more than once
-	// and on a store without a sweeper, and always returns nil. The store
-	// keeps working after Close, without the background sweeper.
+	// any, and every other goroutine the store started (a sweep in
+	// flight), and waits for them to return. It is safe to call more than
+	// once and on a store without a sweeper, and always returns nil. The
+	// store keeps working after Close, maintaining itself on the calling
+	// goroutines only.
 	Close() error
 }
 
@@ -80,9 +82,11 @@ func WithMaxKeys(n int) Option {
 
 // WithSweepInterval starts a background goroutine that sweeps the store
 // (see BoundedLimiter.Sweep) every d, which must be positive; Close stops
-// it. The default is no background goroutine: a store then sweeps itself
-// incrementally, as part of the calls that insert new keys, and a program
-// can call Sweep whenever it likes.
+// it. The default is no background goroutine: a store then maintains
+// itself incrementally, driven by the calls that insert new keys (each
+// store documents how), and a program can call Sweep whenever it likes.
+// With a background sweeper that incremental maintenance is off, except
+// in a store that WithMaxKeys has filled.
 func WithSweepInterval(d time.Duration) Option {
 	return func(s *Settings) {
 		if s.err != nil {

@@ -30,17 +30,24 @@ import (
 // full, then deletes it from the map; a spend's compare-and-swap therefore
 // either lands before the mark (and the sweep leaves the word alone) or
 // finds the mark and looks the key up again, so no spend is ever lost.
-// Sweeps happen on the call that inserts a new key, paced to amortised one
-// key examined per insertion (that one call walks the whole map, holding
-// one lock at a time), in the background with keyrate.WithSweepInterval,
-// and on demand with Sweep. keyrate.WithMaxKeys caps the keys tracked
-// (failing closed with keyrate.ErrStoreFull when no word is full enough to
-// evict), and keyrate.WithHashedKeys keeps a seeded 64-bit hash instead of
-// each key. See package internal/sweep for the argument that eviction never
-// changes a decision.
 //
-// A Store is safe for concurrent use. Create one with New, and Close it if
-// it has a background sweeper; the zero value is not usable. Known keys
+// A sweep falls due after as many insertions of new keys as the previous
+// one left keys (amortised one key examined per insertion) and runs on a
+// short-lived goroutine of its own, holding one lock at a time, so that no
+// request pays for walking the map; inserters wait for it only if it falls
+// a whole period behind. Sweeps also run in the background with
+// keyrate.WithSweepInterval, and on demand with Sweep.
+//
+// keyrate.WithMaxKeys caps the keys tracked: a new key that finds the
+// store full examines at most 64 words for one it can evict (and starts a
+// whole sweep at most once per cap/16 such refusals), and otherwise fails
+// closed with keyrate.ErrStoreFull. keyrate.WithHashedKeys keeps a seeded
+// 64-bit hash instead of each key. See package internal/sweep for the
+// argument that eviction never changes a decision.
+//
+// A Store is safe for concurrent use. Create one with New, and Close it
+// when done with it (Close stops the background sweeper and waits for a
+// sweep in flight); the zero value is not usable. Known keys
 // cost no allocation; each new key allocates one word. Options:
 // keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys (default
 // no cap), keyrate.WithSweepInterval (default no background sweeper) and
@@ -167,6 +174,7 @@ func (s *Store) Sweep() int { return s.words.Sweep() }
 // Stats returns a snapshot of the store's bookkeeping.
 func (s *Store) Stats() keyrate.Stats { return s.words.Stats() }
 
-// Close stops the background sweeper, if any. It is safe to call more than
-// once, and always returns nil. See keyrate.BoundedLimiter.
+// Close stops the background sweeper, if any, and waits for a sweep in
+// flight. It is safe to call more than once, and always returns nil. See
+// keyrate.BoundedLimiter.
 func (s *Store) Close() error { return s.words.Close() }
