@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/keyrate/keyrate/internal/report"
+)
+
+func init() {
+	commands["report"] = command{
+		run: func(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+			return runReport(args, stdout, stderr)
+		},
+		summary: "write the benchmark comparison report from one or two result sets",
+	}
+}
+
+// reportHelp is the text of "keyrate report -h", before the flag list.
+const reportHelp = `usage: keyrate report [-o dir] results [after]
+
+Report reads the raw output of keyrate's benchmarks (package bench) and
+writes a markdown report, README.md, and one SVG throughput chart per
+workload into dir: medians with 95% intervals, each store's ratio to the
+floor and x/time/rate baselines, allocations, memory and GC time, the
+performance targets checked, and a summary of which store to pick.
+
+results is a directory holding bench.txt and machine.txt, as "make bench"
+writes them under bench/results/, or a raw output file. Given a second set,
+after, the report is on after and adds before/after deltas with p-values.
+
+`
+
+// runReport is the report subcommand. It returns 0 on success, 1 if
+// writing the report fails, and 2 for a usage error or unreadable results.
+func runReport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("keyrate report", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported below, on one line
+	out := fs.String("o", "docs/report", "the `dir`ectory to write the report into")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, reportHelp)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintf(stderr, "keyrate report: %v\n", err)
+		return 2
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fmt.Fprintf(stderr, "keyrate report: want one or two result sets, got %d; run 'keyrate report -h'\n", fs.NArg())
+		return 2
+	}
+	var sets []*report.Set
+	for _, path := range fs.Args() {
+		s, err := report.Load(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "keyrate report: %v\n", err)
+			return 2
+		}
+		sets = append(sets, s)
+	}
+	if err := report.Write(*out, sets...); err != nil {
+		fmt.Fprintf(stderr, "keyrate report: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, report.ReportFile))
+	return 0
+}

@@ -1,0 +1,57 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// chartFile returns the file name of workload wl's throughput chart.
+func chartFile(wl string) string { return "throughput-" + wl + ".svg" }
+
+// writeChart draws workload wl's throughput chart as SVG to w: millions of
+// calls per second (the reciprocal of the median ns/op, over all goroutines)
+// against GOMAXPROCS, one line per subject.
+func writeChart(w io.Writer, s *Set, wl string) error {
+	p := plot.New()
+	p.Title.Text = "wl=" + wl + ": throughput against GOMAXPROCS"
+	if c := s.Cores(); c > 0 {
+		p.Title.Text += fmt.Sprintf(" (%d CPUs; beyond, oversubscribed)", c)
+	}
+	p.X.Label.Text = "GOMAXPROCS (-cpu)"
+	p.Y.Label.Text = "million calls/s (median)"
+	p.Y.Min = 0
+	p.Legend.Top = true
+	p.Legend.Left = true
+	var ticks []plot.Tick
+	for _, procs := range s.Procs {
+		ticks = append(ticks, plot.Tick{Value: float64(procs), Label: strconv.Itoa(procs)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	var lines []any
+	for _, subj := range s.Subjects {
+		var xys plotter.XYs
+		for _, procs := range s.Procs {
+			if ns, ok := s.Median(allow(subj, wl, procs, unitNs)); ok && ns > 0 {
+				xys = append(xys, plotter.XY{X: float64(procs), Y: 1e3 / ns})
+			}
+		}
+		if len(xys) > 0 {
+			lines = append(lines, subj, xys)
+		}
+	}
+	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		return err
+	}
+	wt, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, "svg")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}

@@ -1,0 +1,241 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// lines returns raw benchmark lines for one cell: n runs of ns/op values
+// ns, ns+1, ... with allocs allocations.
+func lines(name string, procs, n int, ns float64, allocs int) string {
+	suffix := ""
+	if procs != 1 {
+		suffix = fmt.Sprintf("-%d", procs)
+	}
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "BenchmarkAllow/%s%s \t1000\t%g ns/op\t1.000 allowed/op\t0 B/op\t%d allocs/op\n",
+			name, suffix, ns+float64(i), allocs)
+	}
+	return b.String()
+}
+
+// memLines returns BenchmarkMemory lines for store.
+func memLines(store string, n int, perKey, gcNs float64) string {
+	var b strings.Builder
+	for range n {
+		fmt.Fprintf(&b, "BenchmarkMemory/store=%s-2 \t1\t1000 ns/op\t%g B/key\t%g gc-ns\n", store, perKey, gcNs)
+	}
+	return b.String()
+}
+
+// fixture builds a result set in which every target is met except the
+// ones named in miss: "atomic-floor" (atomic at 1.5× floor on hotkey at
+// -cpu 2), "allocs" (striped allocates on uniform-1k) and "storm" (atomic
+// slower at -cpu 2 than at -cpu 1).
+func fixture(t *testing.T, miss ...string) *Set {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("goos: linux\ngoarch: amd64\n")
+	ns := map[string]float64{"floor": 100, "atomic": 110, "mutex": 150, "striped": 140, "xrate": 400}
+	for _, st := range []string{"mutex", "striped", "atomic", "floor", "xrate"} {
+		for _, wl := range []string{"hotkey", "hotkey-deny", "uniform-1k", "uniform-1M", "zipf-1M", "churn"} {
+			for _, p := range []int{1, 2, 4} {
+				v, allocs := ns[st], 0
+				if wl == "churn" {
+					allocs = 2
+				}
+				if st == "atomic" && wl == "hotkey" && p == 2 && slices.Contains(miss, "atomic-floor") {
+					v = 150
+				}
+				if st == "atomic" && wl == "hotkey" && p == 1 && slices.Contains(miss, "storm") {
+					v = 90
+				}
+				if st == "striped" && wl == "uniform-1k" && slices.Contains(miss, "allocs") {
+					allocs = 1
+				}
+				b.WriteString(lines("store="+st+"/wl="+wl, p, 10, v, allocs))
+			}
+		}
+	}
+	b.WriteString(memLines("mutex", 10, 90, 30e6))
+	b.WriteString(memLines("striped", 10, 60, 8e6))
+	b.WriteString(memLines("atomic", 10, 90, 30e6))
+	s, err := Read(strings.NewReader(b.String()), "fixture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Machine = []Fact{{"cores", "2"}}
+	return s
+}
+
+func TestReadProjectsCells(t *testing.T) {
+	in := "goos: linux\n" +
+		lines("store=atomic/clock=coarse/wl=hotkey", 1, 3, 40, 0) +
+		lines("store=atomic/wl=hotkey", 2, 3, 50, 0) +
+		"BenchmarkOther-2 \t1\t5 ns/op\n" +
+		"BenchmarkAllow/store=atomic/wl=hotkey-2 \t12\n" // cut short
+	s, err := Read(strings.NewReader(in), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(s.Subjects, s.Workloads, s.Procs), "[atomic/clock=coarse atomic] [hotkey] [1 2]"; got != want {
+		t.Errorf("subjects, workloads, procs = %s, want %s", got, want)
+	}
+	if m, ok := s.Median(allow("atomic/clock=coarse", "hotkey", 1, unitNs)); !ok || m != 41 {
+		t.Errorf("median ns/op of coarse at -cpu 1 = %v, %v; want 41, true", m, ok)
+	}
+	if m, ok := s.Median(allow("atomic", "hotkey", 2, "allowed/op")); !ok || m != 1 {
+		t.Errorf("median allowed/op = %v, %v; want 1, true", m, ok)
+	}
+	if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "in:9:") {
+		t.Errorf("warnings = %q, want one for line 9", s.Warnings)
+	}
+}
+
+func TestReadRejectsEmpty(t *testing.T) {
+	if _, err := Read(strings.NewReader("goos: linux\n"), "empty"); err == nil || err.Error() != "empty: no BenchmarkAllow results" {
+		t.Errorf("err = %v, want \"empty: no BenchmarkAllow results\"", err)
+	}
+}
+
+func TestReadMachine(t *testing.T) {
+	facts, err := ReadMachine(strings.NewReader("cpu: Xeon @ 2.50GHz\n\ncores: 2\ncommand: go test -run '^$'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(facts), "[{cpu Xeon @ 2.50GHz} {cores 2} {command go test -run '^$'}]"; got != want {
+		t.Errorf("facts = %s, want %s", got, want)
+	}
+	if _, err := ReadMachine(strings.NewReader("no colon\n")); err == nil {
+		t.Error("ReadMachine accepted a line without a colon")
+	}
+}
+
+func TestTargetsAllMet(t *testing.T) {
+	for _, v := range Targets(fixture(t)) {
+		if !v.Met || !v.Measured {
+			t.Errorf("%s: met %v, measured %v; figures %q", v.Target, v.Met, v.Measured, v.Figures)
+		}
+	}
+}
+
+func TestTargetsMissed(t *testing.T) {
+	vs := Targets(fixture(t, "atomic-floor", "allocs", "storm"))
+	got := map[string][]string{}
+	for _, v := range vs {
+		if !v.Met {
+			for _, f := range v.Figures {
+				if strings.HasPrefix(f, "✗") {
+					got[v.Target] = append(got[v.Target], f)
+				}
+			}
+		}
+	}
+	want := map[string][]string{
+		vs[0].Target: {"✗ striped: at most 1 allocs/op (worst: uniform-1k -cpu 1)"},
+		vs[1].Target: {"✗ hotkey -cpu 2: 1.48×"},
+		vs[7].Target: {"✗ -cpu 1: 94.5 ns/op, -cpu 2: 154.5 ns/op (1.63×)"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("missed figures:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestTargetsMemoryFigures(t *testing.T) {
+	v := Targets(fixture(t))[6]
+	want := []string{
+		"✓ mutex: 90.0 B/key", "✓ striped: 60.0 B/key", "✓ atomic: 90.0 B/key",
+		"✓ leanest, striped: 60.0 B/key", "✓ leanest, striped: forced GC 8.0 ms",
+	}
+	if fmt.Sprint(v.Figures) != fmt.Sprint(want) {
+		t.Errorf("figures = %q, want %q", v.Figures, want)
+	}
+}
+
+func TestTargetsNotMeasured(t *testing.T) {
+	s, err := Read(strings.NewReader(lines("store=atomic/wl=hotkey", 1, 3, 40, 0)), "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := Targets(s)
+	if !vs[0].Met { // atomic's allocations are there
+		t.Errorf("%s: not met; figures %q", vs[0].Target, vs[0].Figures)
+	}
+	for _, v := range vs[1:] {
+		if v.Met || v.Measured {
+			t.Errorf("%s: met %v, measured %v on a set without floor, xrate or memory", v.Target, v.Met, v.Measured)
+		}
+	}
+}
+
+func TestMarkdownSummaryAndOversubscription(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t))
+	md := buf.String()
+	for _, want := range []string{
+		"- **hotkey**: `atomic`, 114.5 ns/op, 3.53× faster than xrate, 1.10× floor; next is `striped`, 144.5 ns/op (p=0.000 n=10).",
+		"Fastest at -cpu 2, by workload count: `atomic` on 6 of 6 workloads.",
+		"Leanest in memory: `striped`, 60.0 B/key with a million 16-byte keys.",
+		"Checked by the generator on these results: 8 of 8 met.",
+		"### -cpu 4 †",
+		"† GOMAXPROCS above the machine's 2 CPUs: oversubscribed, goroutines share cores.",
+		"| hotkey | 1.48× floor / 0.38× xrate | 1.38× floor / 0.36× xrate | 1.10× floor / 0.28× xrate |",
+		"![throughput, wl=zipf-1M](throughput-zipf-1M.svg)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "## Before and after") {
+		t.Error("a one-set report has a before/after section")
+	}
+}
+
+func TestMarkdownDeltas(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t), fixture(t, "atomic-floor"))
+	md := buf.String()
+	for _, want := range []string{
+		"| `atomic` | hotkey | 2 | 114.5 | 154.5 | +34.93% | p=0.000 n=10 |",
+		"| `atomic` | hotkey | 1 | 114.5 | 114.5 | ~ | p=1.000 n=10 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	if err := Write(dir, fixture(t)); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := "[README.md throughput-churn.svg throughput-hotkey-deny.svg throughput-hotkey.svg throughput-uniform-1M.svg throughput-uniform-1k.svg throughput-zipf-1M.svg]"
+	if fmt.Sprint(names) != want {
+		t.Errorf("files = %v, want %s", names, want)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "throughput-hotkey.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("<svg")) || !bytes.Contains(svg, []byte(">xrate<")) {
+		t.Errorf("throughput-hotkey.svg is not an SVG with an xrate line: %.200s", svg)
+	}
+	if err := Write(dir); err == nil {
+		t.Error("Write with no sets succeeded")
+	}
+}

@@ -1,0 +1,295 @@
+// Package report turns the raw output of keyrate's benchmarks (package
+// bench) into the comparison report: a markdown page with SVG charts of
+// throughput, tables of medians with their 95% intervals, each store's
+// ratio to the floor and x/time/rate baselines, allocations, memory and GC
+// time, the performance targets checked one by one, and a summary of which
+// store to pick for which workload, all generated from the numbers. Given a
+// second result set it adds before/after deltas with p-values.
+//
+// It reads results with golang.org/x/perf (benchfmt to parse, benchproc to
+// project each value onto its cell, benchmath for medians, intervals and
+// Mann-Whitney U tests) and draws with gonum.org/v1/plot. The command is
+// "keyrate report" (cmd/keyrate/report.go).
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchmath"
+	"golang.org/x/perf/benchproc"
+)
+
+// Names of the benchmarks, workloads and baselines the report knows; the
+// rest of the data (other stores and variants) is reported as found.
+const (
+	benchAllow  = "Allow"
+	benchMemory = "Memory"
+	floor       = "floor"
+	xrate       = "xrate"
+	churn       = "churn"
+)
+
+// Units the report reads, as the benchmarks print them.
+const (
+	unitNs     = "ns/op"
+	unitAllocs = "allocs/op"
+	unitBytes  = "B/op"
+	unitKey    = "B/key"
+	unitGC     = "gc-ns"
+)
+
+// Cell identifies one sample: one benchmark of one subject on one workload
+// at one GOMAXPROCS, in one unit.
+type Cell struct {
+	Bench    string // "Allow" or "Memory"
+	Subject  string // store name with its variant keys: "atomic/clock=coarse"
+	Workload string // wl= value; "" for Memory
+	Procs    int    // GOMAXPROCS
+	Unit     string // as printed: "ns/op", "B/key", ...
+}
+
+// Set is one result set: every sample of one benchmark run, and the facts
+// about the machine it ran on.
+type Set struct {
+	// Label names the set in the report: the directory or file it came from.
+	Label string
+	// Machine is the contents of machine.txt, in order; empty if absent.
+	Machine []Fact
+	// Subjects, Workloads and Procs list the values found, subjects and
+	// workloads in first-seen order, procs ascending.
+	Subjects, Workloads []string
+	Procs               []int
+
+	// Warnings lists the lines that could not be parsed.
+	Warnings []string
+
+	samples map[Cell]*benchmath.Sample
+	values  map[Cell][]float64
+}
+
+// Fact is one "key: value" line of machine.txt.
+type Fact struct{ Key, Value string }
+
+// Load reads a result set from path: a directory holding bench.txt (the raw
+// output) and machine.txt (the machine's facts), as bench/run.sh writes
+// them, or a single raw output file, with machine.txt beside it if present.
+func Load(path string) (*Set, error) {
+	benchFile, machineFile := path, filepath.Join(filepath.Dir(path), "machine.txt")
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if fi.IsDir() {
+		benchFile, machineFile = filepath.Join(path, "bench.txt"), filepath.Join(path, "machine.txt")
+	}
+	f, err := os.Open(benchFile)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s, err := Read(f, filepath.ToSlash(filepath.Clean(path)))
+	if err != nil {
+		return nil, err
+	}
+	if m, err := os.Open(machineFile); err == nil {
+		defer m.Close()
+		if s.Machine, err = ReadMachine(m); err != nil {
+			return nil, fmt.Errorf("%s: %w", machineFile, err)
+		}
+	} else if !os.IsNotExist(err) {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ReadMachine parses machine.txt: one "key: value" fact a line.
+func ReadMachine(r io.Reader) ([]Fact, error) {
+	var facts []Fact
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			return nil, fmt.Errorf("line %d: want \"key: value\", got %q", n, line)
+		}
+		facts = append(facts, Fact{strings.TrimSpace(k), strings.TrimSpace(v)})
+	}
+	return facts, sc.Err()
+}
+
+// Read parses raw benchmark output (the Go benchmark format) from r.
+// Benchmarks other than Allow and Memory are ignored; lines that do not
+// parse are listed in Warnings; a set with no Allow results is an error.
+func Read(r io.Reader, label string) (*Set, error) {
+	var pp benchproc.ProjectionParser
+	proj, unitField, err := pp.ParseWithUnit(".name,.subject,/wl,/gomaxprocs", nil)
+	if err != nil {
+		return nil, err
+	}
+	fields := proj.Fields()
+	s := &Set{Label: label, values: map[Cell][]float64{}}
+	seenSubj, seenWl, seenProcs := map[string]bool{}, map[string]bool{}, map[int]bool{}
+	br := benchfmt.NewReader(r, label)
+	for br.Scan() {
+		var res *benchfmt.Result
+		switch rec := br.Result().(type) {
+		case *benchfmt.SyntaxError:
+			// A line cut short (a run still going, or killed) is skipped
+			// and reported, not fatal.
+			s.Warnings = append(s.Warnings, rec.Error())
+			continue
+		case *benchfmt.Result:
+			res = rec
+		default:
+			continue
+		}
+		base, parts := res.Name.Parts()
+		if b := string(base); b != benchAllow && b != benchMemory {
+			continue
+		}
+		res.SetConfig(".subject", subjectOf(parts))
+		for i, key := range proj.ProjectValues(res) {
+			procs := 1 // go test omits the -N suffix for GOMAXPROCS=1
+			if p := key.Get(fields[3]); p != "" {
+				if procs, err = strconv.Atoi(p); err != nil {
+					return nil, fmt.Errorf("%s: %s: bad GOMAXPROCS suffix", label, res.Name.Full())
+				}
+			}
+			c := Cell{
+				Bench:    key.Get(fields[0]),
+				Subject:  key.Get(fields[1]),
+				Workload: key.Get(fields[2]),
+				Procs:    procs,
+				Unit:     key.Get(unitField),
+			}
+			v := res.Values[i]
+			if v.OrigUnit != "" { // undo benchfmt's tidying: ns/op, not sec/op
+				c.Unit = v.OrigUnit
+				v.Value = v.OrigValue
+			}
+			s.values[c] = append(s.values[c], v.Value)
+			if !seenSubj[c.Subject] {
+				seenSubj[c.Subject] = true
+				s.Subjects = append(s.Subjects, c.Subject)
+			}
+			if c.Workload != "" && !seenWl[c.Workload] {
+				seenWl[c.Workload] = true
+				s.Workloads = append(s.Workloads, c.Workload)
+			}
+			if c.Bench == benchAllow && !seenProcs[procs] {
+				seenProcs[procs] = true
+				s.Procs = append(s.Procs, procs)
+			}
+		}
+	}
+	if err := br.Err(); err != nil {
+		return nil, err
+	}
+	if len(s.Workloads) == 0 {
+		return nil, fmt.Errorf("%s: no BenchmarkAllow results", label)
+	}
+	slices.Sort(s.Procs)
+	s.samples = make(map[Cell]*benchmath.Sample, len(s.values))
+	for c, v := range s.values {
+		s.samples[c] = benchmath.NewSample(v, &benchmath.DefaultThresholds)
+	}
+	return s, nil
+}
+
+// subjectOf returns the subject a benchmark name's parts describe: the
+// store= value, followed by every other key=value part but wl= and the
+// GOMAXPROCS suffix ("atomic/clock=coarse").
+func subjectOf(parts [][]byte) string {
+	var store string
+	var variant []string
+	for _, p := range parts {
+		part := string(p)
+		switch {
+		case strings.HasPrefix(part, "/store="):
+			store = strings.TrimPrefix(part, "/store=")
+		case strings.HasPrefix(part, "/wl="), strings.HasPrefix(part, "-"):
+		default:
+			variant = append(variant, strings.TrimPrefix(part, "/"))
+		}
+	}
+	return strings.Join(append([]string{store}, variant...), "/")
+}
+
+// Fact returns the machine fact named key, or "".
+func (s *Set) Fact(key string) string {
+	for _, f := range s.Machine {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// Cores returns the machine's CPU count from machine.txt, or 0 if unknown.
+func (s *Set) Cores() int {
+	n, _ := strconv.Atoi(s.Fact("cores"))
+	return n
+}
+
+// Oversubscribed reports whether a run at procs had more goroutines
+// running than the machine has CPUs.
+func (s *Set) Oversubscribed(procs int) bool {
+	c := s.Cores()
+	return c > 0 && procs > c
+}
+
+// Sample returns the sample of a cell, or nil if it was not measured.
+func (s *Set) Sample(c Cell) *benchmath.Sample { return s.samples[c] }
+
+// Summary returns the median of a cell and its 95% confidence interval,
+// and false if the cell was not measured.
+func (s *Set) Summary(c Cell) (benchmath.Summary, bool) {
+	smp := s.samples[c]
+	if smp == nil {
+		return benchmath.Summary{}, false
+	}
+	return benchmath.AssumeNothing.Summary(smp, 0.95), true
+}
+
+// Median returns the median of a cell, and false if it was not measured.
+func (s *Set) Median(c Cell) (float64, bool) {
+	sum, ok := s.Summary(c)
+	return sum.Center, ok
+}
+
+// allow is the Cell of BenchmarkAllow for subject on wl at procs in unit.
+func allow(subject, wl string, procs int, unit string) Cell {
+	return Cell{Bench: benchAllow, Subject: subject, Workload: wl, Procs: procs, Unit: unit}
+}
+
+// stores returns the subjects that are stores, not baselines.
+func (s *Set) stores() []string {
+	var out []string
+	for _, subj := range s.Subjects {
+		if subj != floor && subj != xrate {
+			out = append(out, subj)
+		}
+	}
+	return out
+}
+
+// memoryProcs returns the GOMAXPROCS BenchmarkMemory ran at for subject:
+// the lowest, or 0 if it did not run.
+func (s *Set) memoryProcs(subject string) int {
+	best := 0
+	for c := range s.values {
+		if c.Bench == benchMemory && c.Subject == subject && (best == 0 || c.Procs < best) {
+			best = c.Procs
+		}
+	}
+	return best
+}

@@ -1,0 +1,219 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Verdict is the outcome of checking one performance target against a
+// result set.
+type Verdict struct {
+	// Target states the target in words.
+	Target string
+	// Met is true when every figure the target constrains is within it.
+	Met bool
+	// Measured is true when the set holds every figure the target needs;
+	// a target not measured is not met.
+	Measured bool
+	// Figures lists the numbers checked, each marked with whether it is
+	// within the target.
+	Figures []string
+}
+
+// Target thresholds, from the issue that set them.
+const (
+	atomicFloorMax    = 1.25 // atomic's ns/op ÷ floor's, at most
+	lockedFloorMax    = 1.6  // mutex's and striped's ns/op ÷ floor's, at most
+	fastVsXrate       = 2.0  // xrate's ns/op ÷ a store's, at least, on small key sets
+	largeVsXrate      = 1.3  // the same on a million keys
+	leanestBytesMax   = 64.0 // B/key of the leanest store, at most
+	everyBytesMax     = 100.0
+	leanestGCMillisMx = 10.0
+)
+
+// Workload groups the targets speak of.
+var (
+	smallWorkloads = []string{"hotkey", "hotkey-deny", "uniform-1k"}
+	largeWorkloads = []string{"uniform-1M", "zipf-1M"}
+)
+
+// Targets checks every performance target against s, in the order the
+// issue states them. Core counts where GOMAXPROCS exceeds the machine's
+// CPUs are left out of the "every core count" checks.
+func Targets(s *Set) []Verdict {
+	return []Verdict{
+		s.zeroAllocs(),
+		s.floorRatio("atomic", atomicFloorMax),
+		s.floorRatio("mutex", lockedFloorMax),
+		s.floorRatio("striped", lockedFloorMax),
+		s.xrateSpeedup(smallWorkloads, fastVsXrate),
+		s.xrateSpeedup(largeWorkloads, largeVsXrate),
+		s.memory(),
+		s.noRetryStorm(),
+	}
+}
+
+// check collects a verdict's figures.
+type check struct{ v Verdict }
+
+func newCheck(target string) *check {
+	return &check{Verdict{Target: target, Met: true, Measured: true}}
+}
+
+// add records one figure and whether it is within the target.
+func (c *check) add(ok bool, format string, args ...any) {
+	mark := "✓"
+	if !ok {
+		mark = "✗"
+		c.v.Met = false
+	}
+	c.v.Figures = append(c.v.Figures, mark+" "+fmt.Sprintf(format, args...))
+}
+
+// missing records a figure the set does not hold.
+func (c *check) missing(what string) {
+	c.v.Met, c.v.Measured = false, false
+	c.v.Figures = append(c.v.Figures, "? "+what+": not measured")
+}
+
+func (c *check) done() Verdict {
+	if len(c.v.Figures) == 0 {
+		c.missing("no figures")
+	}
+	return c.v
+}
+
+// fitProcs returns the core counts measured that do not oversubscribe
+// the machine.
+func (s *Set) fitProcs() []int {
+	var out []int
+	for _, p := range s.Procs {
+		if !s.Oversubscribed(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// zeroAllocs: every store, 0 allocs/op on every workload but churn.
+func (s *Set) zeroAllocs() Verdict {
+	c := newCheck("Every store: 0 allocs/op on every workload but churn (median, at every core count)")
+	for _, st := range s.stores() {
+		worst, where := 0.0, ""
+		for _, wl := range s.Workloads {
+			if wl == churn {
+				continue
+			}
+			for _, p := range s.Procs {
+				m, ok := s.Median(allow(st, wl, p, unitAllocs))
+				if !ok {
+					c.missing(fmt.Sprintf("%s %s -cpu %d", st, wl, p))
+					continue
+				}
+				if m > worst || where == "" {
+					worst, where = max(worst, m), fmt.Sprintf("%s -cpu %d", wl, p)
+				}
+			}
+		}
+		c.add(worst == 0, "%s: at most %g allocs/op (worst: %s)", st, worst, where)
+	}
+	return c.done()
+}
+
+// ratio returns the ratio of the medians of two cells, and false if
+// either is missing.
+func (s *Set) ratio(num, den Cell) (float64, bool) {
+	n, ok1 := s.Median(num)
+	d, ok2 := s.Median(den)
+	if !ok1 || !ok2 || d == 0 {
+		return 0, false
+	}
+	return n / d, true
+}
+
+// floorRatio: store ≤ limit × floor on the small workloads at -cpu 1 and 2.
+func (s *Set) floorRatio(store string, limit float64) Verdict {
+	c := newCheck(fmt.Sprintf("%s ≤ %g× floor (ns/op) on %s at -cpu 1 and 2",
+		store, limit, strings.Join(smallWorkloads, ", ")))
+	for _, wl := range smallWorkloads {
+		for _, p := range []int{1, 2} {
+			r, ok := s.ratio(allow(store, wl, p, unitNs), allow(floor, wl, p, unitNs))
+			if !ok {
+				c.missing(fmt.Sprintf("%s -cpu %d", wl, p))
+				continue
+			}
+			c.add(r <= limit, "%s -cpu %d: %.2f×", wl, p, r)
+		}
+	}
+	return c.done()
+}
+
+// xrateSpeedup: every store at least speedup× faster than xrate on wls, at
+// every core count that fits the machine.
+func (s *Set) xrateSpeedup(wls []string, speedup float64) Verdict {
+	c := newCheck(fmt.Sprintf("Every store ≥ %g× faster than xrate on %s (every core count up to the CPUs)",
+		speedup, strings.Join(wls, ", ")))
+	for _, st := range s.stores() {
+		worst, where, measured := 0.0, "", false
+		for _, wl := range wls {
+			for _, p := range s.fitProcs() {
+				r, ok := s.ratio(allow(xrate, wl, p, unitNs), allow(st, wl, p, unitNs))
+				if !ok {
+					c.missing(fmt.Sprintf("%s %s -cpu %d", st, wl, p))
+					continue
+				}
+				if !measured || r < worst {
+					worst, where, measured = r, fmt.Sprintf("%s -cpu %d", wl, p), true
+				}
+			}
+		}
+		if measured {
+			c.add(worst >= speedup, "%s: at least %.2f× faster (least on %s)", st, worst, where)
+		}
+	}
+	return c.done()
+}
+
+// memory: the leanest store ≤ 64 B/key, every store ≤ 100 B/key, a forced
+// GC with the leanest store's million keys ≤ 10ms.
+func (s *Set) memory() Verdict {
+	c := newCheck(fmt.Sprintf("Memory, 16-byte keys: leanest store ≤ %g B/key, every store ≤ %g B/key; forced GC with 1M keys live, leanest store ≤ %g ms",
+		leanestBytesMax, everyBytesMax, leanestGCMillisMx))
+	leanest, leanBytes := "", 0.0
+	for _, st := range s.stores() {
+		p := s.memoryProcs(st)
+		b, ok := s.Median(Cell{Bench: benchMemory, Subject: st, Procs: p, Unit: unitKey})
+		if !ok {
+			c.missing(st + " B/key")
+			continue
+		}
+		c.add(b <= everyBytesMax, "%s: %.1f B/key", st, b)
+		if leanest == "" || b < leanBytes {
+			leanest, leanBytes = st, b
+		}
+	}
+	if leanest == "" {
+		return c.done()
+	}
+	c.add(leanBytes <= leanestBytesMax, "leanest, %s: %.1f B/key", leanest, leanBytes)
+	gc, ok := s.Median(Cell{Bench: benchMemory, Subject: leanest, Procs: s.memoryProcs(leanest), Unit: unitGC})
+	if !ok {
+		c.missing(leanest + " gc-ns")
+	} else {
+		c.add(gc/1e6 <= leanestGCMillisMx, "leanest, %s: forced GC %.1f ms", leanest, gc/1e6)
+	}
+	return c.done()
+}
+
+// noRetryStorm: atomic on hotkey no slower per op at -cpu 2 than at -cpu 1.
+func (s *Set) noRetryStorm() Verdict {
+	c := newCheck("atomic on hotkey: no slower per op at -cpu 2 than at -cpu 1 (no CAS retry storm)")
+	one, ok1 := s.Median(allow("atomic", "hotkey", 1, unitNs))
+	two, ok2 := s.Median(allow("atomic", "hotkey", 2, unitNs))
+	if !ok1 || !ok2 {
+		c.missing("atomic hotkey at -cpu 1 and 2")
+		return c.done()
+	}
+	c.add(two <= one, "-cpu 1: %.1f ns/op, -cpu 2: %.1f ns/op (%.2f×)", one, two, two/one)
+	return c.done()
+}
