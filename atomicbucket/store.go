@@ -5,6 +5,8 @@ package atomicbucket
 import (
 	"sync/atomic"
 
+	"github.com/puzpuzpuz/xsync/v3"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
@@ -54,6 +56,7 @@ import (
 // keyrate.WithHashedKeys (default off).
 type Store struct {
 	policy keyrate.Policy
+	strs   *xsync.MapOf[string, *word] // words.Strings(), for the hot path
 	words  sweep.Map[*word]
 }
 
@@ -98,33 +101,53 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 		w.v.Store(uint64(st))
 		return w
 	})
+	s.strs = s.words.Strings()
 	return s, nil
 }
 
-// take runs the CAS loop: it spends cost tokens for key if its bucket holds
-// them, and returns the state after the call and the tick it was decided
-// at.
+// get returns key's word, inserting a full one for a new key; see
+// sweep.Map.Get. A known string key is one lock-free lookup.
+func (s *Store) get(key string) (*word, error) {
+	if s.strs != nil {
+		if w, ok := s.strs.Load(key); ok {
+			return w, nil
+		}
+	}
+	return s.words.Get(key)
+}
+
+// spend runs the CAS loop on w at tick now: it spends cost tokens if the
+// bucket holds them and returns the state after the call. It reports
+// swept, and does nothing, if w has been swept.
+func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, swept bool) {
+	for {
+		old := keyrate.State(w.v.Load())
+		if old == keyrate.Tombstone {
+			return 0, false, true
+		}
+		next, ok := s.policy.Take(old, now, cost)
+		if !ok {
+			return old, false, false
+		}
+		if w.v.CompareAndSwap(uint64(old), uint64(next)) {
+			return next, true, false
+		}
+	}
+}
+
+// take spends cost tokens for key if its bucket holds them, and returns
+// the state after the call and the tick it was decided at.
 func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) {
 	for {
-		w, err := s.words.Get(key)
+		w, err := s.get(key)
 		if err != nil {
 			return 0, 0, false, err
 		}
 		// Read after the lookup: a word that replaced a swept one is then
 		// spent at a tick no older than the sweep's.
 		now := s.policy.Now()
-		for {
-			old := keyrate.State(w.v.Load())
-			if old == keyrate.Tombstone {
-				break
-			}
-			next, ok := s.policy.Take(old, now, cost)
-			if !ok {
-				return old, now, false, nil
-			}
-			if w.v.CompareAndSwap(uint64(old), uint64(next)) {
-				return next, now, true, nil
-			}
+		if state, ok, swept := s.spend(w, now, cost); !swept {
+			return state, now, ok, nil
 		}
 		s.words.Drop(key, w) // swept under us: look the key up again
 	}
@@ -134,6 +157,13 @@ func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) 
 // if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
 // store is full (keyrate.WithMaxKeys) and key is new.
 func (s *Store) Allow(key string) bool {
+	if s.strs != nil { // the hot path: a known string key
+		if w, ok := s.strs.Load(key); ok {
+			if _, ok, swept := s.spend(w, s.policy.Now(), 1); !swept {
+				return ok
+			}
+		}
+	}
 	_, _, ok, _ := s.take(key, 1)
 	return ok
 }

@@ -5,6 +5,8 @@ package mutexbucket
 import (
 	"sync"
 
+	"github.com/puzpuzpuz/xsync/v3"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
@@ -51,6 +53,7 @@ import (
 // keyrate.WithHashedKeys (default off).
 type Store struct {
 	policy  keyrate.Policy
+	strs    *xsync.MapOf[string, *bucket] // buckets.Strings(), for the hot path
 	buckets sweep.Map[*bucket]
 }
 
@@ -92,28 +95,50 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	}
 	s := &Store{policy: policy}
 	s.buckets.Init(&s.policy, set, func(st keyrate.State) *bucket { return &bucket{state: st} })
+	s.strs = s.buckets.Strings()
 	return s, nil
+}
+
+// get returns key's bucket, inserting a full one for a new key; see
+// sweep.Map.Get. A known string key is one lock-free lookup.
+func (s *Store) get(key string) (*bucket, error) {
+	if s.strs != nil {
+		if b, ok := s.strs.Load(key); ok {
+			return b, nil
+		}
+	}
+	return s.buckets.Get(key)
+}
+
+// spend spends cost tokens from b at tick now if it holds them, and
+// returns the state after the call. It reports swept, and does nothing,
+// if b has been swept.
+func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok, swept bool) {
+	b.mu.Lock()
+	if b.state == keyrate.Tombstone {
+		b.mu.Unlock()
+		return 0, false, true
+	}
+	next, ok := s.policy.Take(b.state, now, cost)
+	b.state = next
+	b.mu.Unlock()
+	return next, ok, false
 }
 
 // take spends cost tokens for key if its bucket holds them. It returns the
 // state after the call and the tick it was decided at.
 func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) {
 	for {
-		b, err := s.buckets.Get(key)
+		b, err := s.get(key)
 		if err != nil {
 			return 0, 0, false, err
 		}
 		// Read after the lookup: a bucket that replaced a swept one is
 		// then spent at a tick no older than the sweep's.
 		now := s.policy.Now()
-		b.mu.Lock()
-		if b.state != keyrate.Tombstone {
-			next, ok := s.policy.Take(b.state, now, cost)
-			b.state = next
-			b.mu.Unlock()
-			return next, now, ok, nil
+		if state, ok, swept := s.spend(b, now, cost); !swept {
+			return state, now, ok, nil
 		}
-		b.mu.Unlock()
 		s.buckets.Drop(key, b) // swept under us: look the key up again
 	}
 }
@@ -122,6 +147,13 @@ func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) 
 // if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
 // store is full (keyrate.WithMaxKeys) and key is new.
 func (s *Store) Allow(key string) bool {
+	if s.strs != nil { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok {
+			if _, ok, swept := s.spend(b, s.policy.Now(), 1); !swept {
+				return ok
+			}
+		}
+	}
 	_, _, ok, _ := s.take(key, 1)
 	return ok
 }

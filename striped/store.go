@@ -134,11 +134,15 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 func (s *Store) Allow(key string) bool {
 	h := maphash.String(s.seed, key)
 	now := s.policy.Now()
+	var ok, full bool
 	if s.hashes != nil {
-		_, _, ok, _ := allow(s, s.hashes, h, h, now, 1)
-		return ok
+		_, _, ok, full = s.hashes.take(s, h, h, now, 1)
+	} else {
+		_, _, ok, full = s.strs.take(s, key, h, now, 1)
 	}
-	_, _, ok, _ := allow(s, s.strs, key, h, now, 1)
+	if full {
+		_, _, ok, _ = s.full(key, h, now, 1)
+	}
 	return ok
 }
 
@@ -152,34 +156,45 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	h := maphash.String(s.seed, key)
 	now := s.policy.Now()
 	var (
-		state keyrate.State
-		ok    bool
-		err   error
+		state    keyrate.State
+		ok, full bool
+		err      error
 	)
 	if s.hashes != nil {
-		state, now, ok, err = allow(s, s.hashes, h, h, now, cost)
+		state, now, ok, full = s.hashes.take(s, h, h, now, cost)
 	} else {
-		state, now, ok, err = allow(s, s.strs, key, h, now, cost)
+		state, now, ok, full = s.strs.take(s, key, h, now, cost)
 	}
-	if err != nil {
-		return keyrate.Decision{}, err
+	if full {
+		state, now, ok, err = s.full(key, h, now, cost)
+		if err != nil {
+			return keyrate.Decision{}, err
+		}
 	}
 	return s.policy.Decide(state, now, cost, ok), nil
 }
 
-// allow is take, plus what a full store does: a paced whole sweep and one
-// more try, or refusal.
-func allow[K comparable](s *Store, t *table[K], key K, h, now uint64, cost int) (keyrate.State, uint64, bool, error) {
-	state, now, ok, full := t.take(s, key, h, now, cost)
-	if full && s.pacer.Charge(sweep.RefusalWeight) {
+// full is what a request for a new key does when the store is full: a
+// whole sweep, if one is due (sweep.Pacer), and one more try; else
+// refusal.
+func (s *Store) full(key string, h, now uint64, cost int) (keyrate.State, uint64, bool, error) {
+	if s.pacer.Charge(sweep.RefusalWeight) {
 		s.Sweep()
 		s.pacer.Swept()
-		state, now, ok, full = t.take(s, key, h, now, cost)
+		var (
+			state    keyrate.State
+			ok, full bool
+		)
+		if s.hashes != nil {
+			state, now, ok, full = s.hashes.take(s, h, h, now, cost)
+		} else {
+			state, now, ok, full = s.strs.take(s, key, h, now, cost)
+		}
+		if !full {
+			return state, now, ok, nil
+		}
 	}
-	if full {
-		return 0, now, false, s.book.Refuse()
-	}
-	return state, now, ok, nil
+	return 0, now, false, s.book.Refuse()
 }
 
 // Peek reports what a cost-1 request for key would get now, spending

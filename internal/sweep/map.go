@@ -79,6 +79,11 @@ func (m *Map[B]) Init(policy *keyrate.Policy, set keyrate.Settings, fresh func(k
 	m.bg = Start(set.SweepInterval, func() { m.Sweep() })
 }
 
+// Strings returns the map from key string to bucket, or nil if the keys
+// are hashed: a store's hot path may Load from it directly (a generic
+// method of Map is not inlined into the store's code).
+func (m *Map[B]) Strings() *xsync.MapOf[string, B] { return m.strs }
+
 // hash returns the map key of key in hashed mode.
 func (m *Map[B]) hash(key string) uint64 { return maphash.String(m.seed, key) }
 
