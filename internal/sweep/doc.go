@@ -34,7 +34,8 @@
 //     stores read the clock after getting the bucket from the map, and again
 //     after every retry; the striped store rereads the clock under the
 //     stripe lock when a key is missing and its reading is older than the
-//     stripe's last sweep. Such a request is then decided exactly as the
+//     greatest state evicted from the stripe (its floor, below). Such a
+//     request is then decided exactly as the
 //     same request would be by a store that never evicts, had it read the
 //     clock a moment later, within its own call.
 //
