@@ -215,6 +215,19 @@ func (m *md) summary() {
 	if leanest != "" {
 		m.p("Leanest in memory: `%s`, %.1f B/key with a million 16-byte keys.", leanest, leanBytes)
 	}
+	if len(wins) > 0 && leanest != "" {
+		fastest := ""
+		for _, st := range s.stores() {
+			if fastest == "" || wins[st] > wins[fastest] {
+				fastest = st
+			}
+		}
+		if fastest == leanest {
+			m.p("\nIn short: `%s` is both the fastest on most workloads and the leanest.", fastest)
+		} else {
+			m.p("\nIn short: `%s` where time per call matters most, `%s` where memory per key does.", fastest, leanest)
+		}
+	}
 	m.p("")
 }
 
