@@ -1,6 +1,7 @@
 package striped
 
 import (
+	"runtime"
 	"sync"
 
 	"github.com/keyrate/keyrate"
@@ -26,9 +27,17 @@ type stripe[K comparable] struct {
 	// peak is the most keys m has held since it was made: Go maps never
 	// shrink, so a stripe whose map falls to a quarter of its peak is
 	// rebuilt.
-	peak int
-	_    [layout.CacheLine - 32]byte // pad: mutex 8, map 8, floor 8, peak 8 to one line
+	peak int32
+	// gen counts rebuilds of m, so that a sweep that let go of the lock
+	// can tell that the map it was ranging over has been replaced.
+	gen uint32
+	_   [layout.CacheLine - 32]byte // pad: mutex 8, map 8, floor 8, peak 4, gen 4 to one line
 }
+
+// sweepChunk is how many keys a whole sweep examines under a stripe's
+// lock before it lets go of the lock and takes it again, so that a call on
+// that stripe waits for at most that many examinations.
+const sweepChunk = 256
 
 // sampled is how many keys of its stripe an insertion examines for
 // eviction. Go starts every range over a map at a random entry, so this is
@@ -99,16 +108,19 @@ func (st *stripe[K]) insert(s *Store, key K, now uint64, cost int) (keyrate.Stat
 		return 0, now, false, true
 	}
 	st.m[key] = next
-	st.peak = max(st.peak, len(st.m))
+	st.peak = max(st.peak, int32(min(len(st.m), 1<<30)))
 	return next, now, true, false
 }
 
-// evict examines up to n keys of st (all if n < 0), in Go's random map
-// order, and removes those that are full at tick now, a reading of the
-// clock taken within the caller's call; st.mu must be held. It rebuilds
+// evict examines up to n keys of st, in Go's random map order, and
+// removes those that are full at tick now, a reading of the clock taken
+// within the caller's call; st.mu must be held. With n < 0 it examines
+// every key, letting go of the lock every sweepChunk keys (Go allows a map
+// to change while it is ranged over; the lock orders those changes with
+// this loop), and stops early if the map is rebuilt meanwhile. It rebuilds
 // the map once it has fallen to a quarter of its peak.
-func (st *stripe[K]) evict(s *Store, now uint64, n int) {
-	removed := 0
+func (st *stripe[K]) evict(s *Store, now uint64, n int) (removed int) {
+	examined, gen := 0, st.gen
 	for k, v := range st.m {
 		if n == 0 {
 			break
@@ -119,19 +131,29 @@ func (st *stripe[K]) evict(s *Store, now uint64, n int) {
 			delete(st.m, k)
 			removed++
 		}
+		if examined++; n < 0 && examined%sweepChunk == 0 {
+			st.mu.Unlock()
+			runtime.Gosched() // let a woken waiter take the lock first
+			st.mu.Lock()
+			if st.gen != gen { // the rest waits for the next sweep
+				break
+			}
+		}
 	}
 	if removed == 0 {
-		return
+		return 0
 	}
 	s.book.Release(removed)
 	s.book.Evicted(removed)
-	if left := len(st.m); left*4 < st.peak && st.peak > 4*sampled {
+	if left := len(st.m); left*4 < int(st.peak) && st.peak > 4*sampled {
 		m := make(map[K]keyrate.State, left)
 		for k, v := range st.m {
 			m[k] = v
 		}
-		st.m, st.peak = m, left
+		st.m, st.peak = m, int32(left)
+		st.gen++
 	}
+	return removed
 }
 
 // sweep sweeps every stripe, one lock at a time, and returns the keys it
@@ -140,9 +162,7 @@ func (t *table[K]) sweep(s *Store) (removed, left int) {
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		st.mu.Lock()
-		before := len(st.m)
-		st.evict(s, s.policy.Now(), -1)
-		removed += before - len(st.m)
+		removed += st.evict(s, s.policy.Now(), -1)
 		left += len(st.m)
 		st.mu.Unlock()
 	}
