@@ -282,13 +282,17 @@ func (s *Set) stores() []string {
 	return out
 }
 
-// memoryProcs returns the GOMAXPROCS BenchmarkMemory ran at for subject:
-// the lowest, or 0 if it did not run.
+// memoryProcs returns the GOMAXPROCS whose BenchmarkMemory sample for
+// subject is largest (the higher on a tie), or 0 if it did not run. The
+// benchmark runs at one GOMAXPROCS only, but the testing package's first
+// call of a sub-benchmark, which can stand as the result of the first -cpu
+// value, may run at another.
 func (s *Set) memoryProcs(subject string) int {
-	best := 0
-	for c := range s.values {
-		if c.Bench == benchMemory && c.Subject == subject && (best == 0 || c.Procs < best) {
-			best = c.Procs
+	best, n := 0, 0
+	for c, v := range s.values {
+		if c.Bench == benchMemory && c.Subject == subject && c.Unit == unitKey &&
+			(len(v) > n || len(v) == n && c.Procs > best) {
+			best, n = c.Procs, len(v)
 		}
 	}
 	return best
