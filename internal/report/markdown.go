@@ -355,7 +355,7 @@ func (m *md) memory() {
 		key := fmtSummary(s, Cell{Bench: benchMemory, Subject: subj, Procs: p, Unit: unitKey})
 		gc := "—"
 		if sum, ok := s.Summary(Cell{Bench: benchMemory, Subject: subj, Procs: p, Unit: unitGC}); ok {
-			gc = fmt.Sprintf("%.1f ms %s", sum.Center/1e6, sum.PctRangeString())
+			gc = fmt.Sprintf("%.1f ms ±%s", sum.Center/1e6, sum.PctRangeString())
 		}
 		m.p("| `%s` | %s | %s |", subj, key, gc)
 	}
@@ -412,7 +412,7 @@ func fmtSummary(s *Set, c Cell) string {
 	if !ok {
 		return "—"
 	}
-	return fmtNum(sum.Center) + " " + sum.PctRangeString()
+	return fmtNum(sum.Center) + " ±" + sum.PctRangeString()
 }
 
 // fmtNum prints v with four significant digits, without exponent for the
