@@ -14,10 +14,10 @@ import (
 // chartFile returns the file name of workload wl's throughput chart.
 func chartFile(wl string) string { return "throughput-" + wl + ".svg" }
 
-// writeChart draws workload wl's throughput chart as SVG to w: millions of
+// writeChart draws workload wl's throughput chart to w in format ("svg"): millions of
 // calls per second (the reciprocal of the median ns/op, over all goroutines)
 // against GOMAXPROCS, one line per subject.
-func writeChart(w io.Writer, s *Set, wl string) error {
+func writeChart(w io.Writer, s *Set, wl, format string) error {
 	p := plot.New()
 	p.Title.Text = "wl=" + wl + ": throughput against GOMAXPROCS"
 	if c := s.Cores(); c > 0 {
@@ -26,13 +26,16 @@ func writeChart(w io.Writer, s *Set, wl string) error {
 	p.X.Label.Text = "GOMAXPROCS (-cpu)"
 	p.Y.Label.Text = "million calls/s (median)"
 	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.Top = true // at the right, past the last core count (see X.Max)
 	var ticks []plot.Tick
 	for _, procs := range s.Procs {
 		ticks = append(ticks, plot.Tick{Value: float64(procs), Label: strconv.Itoa(procs)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	if n := len(s.Procs); n > 0 {
+		p.X.Min = 0
+		p.X.Max = float64(s.Procs[n-1]) * 1.6 // room for the legend
+	}
 	var lines []any
 	for _, subj := range s.Subjects {
 		var xys plotter.XYs
@@ -48,7 +51,7 @@ func writeChart(w io.Writer, s *Set, wl string) error {
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return err
 	}
-	wt, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, "svg")
+	wt, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, format)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func Write(dir string, sets ...*Set) error {
 	cur := sets[len(sets)-1]
 	for _, wl := range cur.Workloads {
 		var buf bytes.Buffer
-		if err := writeChart(&buf, cur, wl); err != nil {
+		if err := writeChart(&buf, cur, wl, "svg"); err != nil {
 			return fmt.Errorf("chart for %s: %w", wl, err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, chartFile(wl)), buf.Bytes(), 0o644); err != nil {
