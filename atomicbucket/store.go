@@ -60,7 +60,8 @@ type Store struct {
 	words  sweep.Map[*word]
 }
 
-// word is one key's packed state; keyrate.Tombstone once swept.
+// word is one key's packed state; keyrate.Tombstone once swept, and
+// sweep.Fresh until first spent from.
 type word struct{ v atomic.Uint64 }
 
 // Evict swaps w to keyrate.Tombstone if it is full at now. See
@@ -122,8 +123,8 @@ func (s *Store) get(key string) (*word, error) {
 func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, swept bool) {
 	for {
 		old := keyrate.State(w.v.Load())
-		if old == keyrate.Tombstone {
-			return 0, false, true
+		if old >= sweep.Fresh {
+			return s.spendRare(w, now, cost)
 		}
 		next, ok := s.policy.Take(old, now, cost)
 		if !ok {
@@ -131,6 +132,26 @@ func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, s
 		}
 		if w.v.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, true, false
+		}
+	}
+}
+
+// spendRare is spend for a word that is swept or not spent from yet (it
+// reads as the floor); it goes back to spend once the word is spent from.
+func (s *Store) spendRare(w *word, now uint64, cost int) (keyrate.State, bool, bool) {
+	for {
+		old := keyrate.State(w.v.Load())
+		switch old {
+		case keyrate.Tombstone:
+			return 0, false, true
+		case sweep.Fresh:
+			floor := s.words.Floor()
+			next, ok := s.policy.Take(floor, now, cost) // next is the floor if denied: so that it can be swept
+			if w.v.CompareAndSwap(uint64(old), uint64(next)) {
+				return next, ok, false
+			}
+		default:
+			return s.spend(w, now, cost)
 		}
 	}
 }
@@ -187,7 +208,7 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 func (s *Store) Peek(key string) keyrate.Decision {
 	state := s.words.Floor() // an unknown key is a new, full bucket
 	if w, ok := s.words.Load(key); ok {
-		if v := keyrate.State(w.v.Load()); v != keyrate.Tombstone {
+		if v := keyrate.State(w.v.Load()); v < sweep.Fresh { // not swept, and spent from
 			state = v
 		}
 	}

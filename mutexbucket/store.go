@@ -58,7 +58,7 @@ type Store struct {
 }
 
 // bucket is one key's state and the mutex that guards it. A swept bucket's
-// state is keyrate.Tombstone.
+// state is keyrate.Tombstone; one not spent from yet, sweep.Fresh.
 type bucket struct {
 	mu    sync.Mutex
 	state keyrate.State
@@ -115,13 +115,24 @@ func (s *Store) get(key string) (*bucket, error) {
 // if b has been swept.
 func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok, swept bool) {
 	b.mu.Lock()
-	if b.state == keyrate.Tombstone {
-		b.mu.Unlock()
-		return 0, false, true
+	if b.state >= sweep.Fresh {
+		return s.spendRare(b, now, cost) // unlocks
 	}
 	next, ok := s.policy.Take(b.state, now, cost)
 	b.state = next
 	b.mu.Unlock()
+	return next, ok, false
+}
+
+// spendRare is spend for a bucket that is swept or not spent from yet (it
+// reads as the floor), called with b.mu held; it releases it.
+func (s *Store) spendRare(b *bucket, now uint64, cost int) (keyrate.State, bool, bool) {
+	defer b.mu.Unlock()
+	if b.state == keyrate.Tombstone {
+		return 0, false, true
+	}
+	next, ok := s.policy.Take(s.buckets.Floor(), now, cost)
+	b.state = next // the floor, if denied: so that it can be swept
 	return next, ok, false
 }
 
@@ -178,7 +189,7 @@ func (s *Store) Peek(key string) keyrate.Decision {
 	state := s.buckets.Floor() // an unknown key is a new, full bucket
 	if b, ok := s.buckets.Load(key); ok {
 		b.mu.Lock()
-		if b.state != keyrate.Tombstone {
+		if b.state < sweep.Fresh { // not swept, and spent from
 			state = b.state
 		}
 		b.mu.Unlock()

@@ -51,3 +51,13 @@ func BenchmarkSweep(b *testing.B) { conformance.BenchSweep(b, bounded) }
 // BenchmarkKeyMemory: bytes per key with and without hashed keys. See
 // conformance.BenchKeyMemory.
 func BenchmarkKeyMemory(b *testing.B) { conformance.BenchKeyMemory(b, bounded) }
+
+// TestEvictionOneStripe runs the eviction checks with every key on one
+// stripe, where every insertion's sample sees every other key.
+func TestEvictionOneStripe(t *testing.T) {
+	one := bounded
+	one.New = func(tb testing.TB, limit keyrate.Limit, clk *clock.Manual, opts ...keyrate.Option) (keyrate.BoundedLimiter, error) {
+		return bounded.New(tb, limit, clk, append([]keyrate.Option{striped.WithStripes(1)}, opts...)...)
+	}
+	conformance.RunEviction(t, one)
+}

@@ -58,7 +58,7 @@ type Map[B Bucket] struct {
 }
 
 // Init sets m up for a store enforcing policy under settings set, with
-// fresh building a new bucket in the given (full) state. It starts the
+// fresh building a new bucket in the given state (always Fresh). It starts the
 // background sweeper if set asks for one.
 func (m *Map[B]) Init(policy *keyrate.Policy, set keyrate.Settings, fresh func(keyrate.State) B) {
 	m.policy, m.fresh = policy, fresh
@@ -146,7 +146,7 @@ func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, er
 			var zero B
 			return zero, m.book.Refuse()
 		}
-		b, loaded := t.LoadOrCompute(k, func() B { return m.fresh(m.Floor()) })
+		b, loaded := t.LoadOrCompute(k, func() B { return m.fresh(Fresh) })
 		if loaded {
 			m.book.Release(1)
 		}
@@ -208,9 +208,16 @@ func (m *Map[B]) assist() {
 	}
 }
 
-// Floor returns the state a new bucket starts in: the latest state of any
-// bucket evicted (0 if none), which is full at every reading since that
-// bucket was (see the package documentation).
+// Fresh is the state of a bucket that Get inserted and nobody has spent
+// from yet. A store reads it as the floor (Map.Floor) when it first spends.
+// It is not full at any tick, so no sweep can remove a bucket between its
+// insertion and its first spend (which would churn the key, and under a
+// cap could let another key take its slot).
+const Fresh = keyrate.Tombstone - 1
+
+// Floor returns the state a new bucket is read as: the latest state of
+// any bucket evicted (0 if none), which is full at every reading since
+// that bucket was (see the package documentation).
 func (m *Map[B]) Floor() keyrate.State { return m.floor.Load() }
 
 // Floor is the state a store's new buckets start in: the greatest state of
