@@ -118,13 +118,13 @@ func (s *Store) get(key string) (*word, error) {
 }
 
 // spend runs the CAS loop on w at tick now: it spends cost tokens if the
-// bucket holds them and returns the state after the call. It reports
-// swept, and does nothing, if w has been swept.
-func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, swept bool) {
+// bucket holds them and returns the state after the call. It reports rare,
+// and does nothing, if w is swept or not spent from yet: spendRare's case.
+func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, rare bool) {
 	for {
 		old := keyrate.State(w.v.Load())
 		if old >= sweep.Fresh {
-			return s.spendRare(w, now, cost)
+			return 0, false, true
 		}
 		next, ok := s.policy.Take(old, now, cost)
 		if !ok {
@@ -136,22 +136,27 @@ func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, s
 	}
 }
 
-// spendRare is spend for a word that is swept or not spent from yet (it
-// reads as the floor); it goes back to spend once the word is spent from.
-func (s *Store) spendRare(w *word, now uint64, cost int) (keyrate.State, bool, bool) {
+// spendRare is spend for a word that may be swept (it reports swept and
+// does nothing) or not spent from yet (it reads as the floor).
+func (s *Store) spendRare(w *word, now uint64, cost int) (state keyrate.State, ok, swept bool) {
 	for {
 		old := keyrate.State(w.v.Load())
+		state = old
 		switch old {
 		case keyrate.Tombstone:
 			return 0, false, true
 		case sweep.Fresh:
-			floor := s.words.Floor()
-			next, ok := s.policy.Take(floor, now, cost) // next is the floor if denied: so that it can be swept
-			if w.v.CompareAndSwap(uint64(old), uint64(next)) {
-				return next, ok, false
+			state = s.words.Floor()
+		}
+		next, ok := s.policy.Take(state, now, cost)
+		if !ok {
+			if old != sweep.Fresh {
+				return old, false, false
 			}
-		default:
-			return s.spend(w, now, cost)
+			next = state // the floor, if a first spend is denied: so that it can be swept
+		}
+		if w.v.CompareAndSwap(uint64(old), uint64(next)) {
+			return next, ok, false
 		}
 	}
 }
@@ -167,7 +172,7 @@ func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) 
 		// Read after the lookup: a word that replaced a swept one is then
 		// spent at a tick no older than the sweep's.
 		now := s.policy.Now()
-		if state, ok, swept := s.spend(w, now, cost); !swept {
+		if state, ok, swept := s.spendRare(w, now, cost); !swept {
 			return state, now, ok, nil
 		}
 		s.words.Drop(key, w) // swept under us: look the key up again
@@ -180,7 +185,7 @@ func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) 
 func (s *Store) Allow(key string) bool {
 	if s.strs != nil { // the hot path: a known string key
 		if w, ok := s.strs.Load(key); ok {
-			if _, ok, swept := s.spend(w, s.policy.Now(), 1); !swept {
+			if _, ok, rare := s.spend(w, s.policy.Now(), 1); !rare {
 				return ok
 			}
 		}
@@ -195,6 +200,14 @@ func (s *Store) Allow(key string) bool {
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if err := s.policy.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
+	}
+	if s.strs != nil { // the hot path: a known string key
+		if w, ok := s.strs.Load(key); ok {
+			now := s.policy.Now()
+			if state, ok, rare := s.spend(w, now, cost); !rare {
+				return s.policy.Decide(state, now, cost, ok), nil
+			}
+		}
 	}
 	state, now, ok, err := s.take(key, cost)
 	if err != nil {

@@ -111,12 +111,13 @@ func (s *Store) get(key string) (*bucket, error) {
 }
 
 // spend spends cost tokens from b at tick now if it holds them, and
-// returns the state after the call. It reports swept, and does nothing,
-// if b has been swept.
-func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok, swept bool) {
+// returns the state after the call. It reports rare, and does nothing, if
+// b is swept or not spent from yet: spendRare's case.
+func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok, rare bool) {
 	b.mu.Lock()
 	if b.state >= sweep.Fresh {
-		return s.spendRare(b, now, cost) // unlocks
+		b.mu.Unlock()
+		return 0, false, true
 	}
 	next, ok := s.policy.Take(b.state, now, cost)
 	b.state = next
@@ -124,15 +125,20 @@ func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok,
 	return next, ok, false
 }
 
-// spendRare is spend for a bucket that is swept or not spent from yet (it
-// reads as the floor), called with b.mu held; it releases it.
-func (s *Store) spendRare(b *bucket, now uint64, cost int) (keyrate.State, bool, bool) {
+// spendRare is spend for a bucket that may be swept (it reports swept and
+// does nothing) or not spent from yet (it reads as the floor).
+func (s *Store) spendRare(b *bucket, now uint64, cost int) (state keyrate.State, ok, swept bool) {
+	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == keyrate.Tombstone {
+	state = b.state
+	switch state {
+	case keyrate.Tombstone:
 		return 0, false, true
+	case sweep.Fresh:
+		state = s.buckets.Floor()
 	}
-	next, ok := s.policy.Take(s.buckets.Floor(), now, cost)
-	b.state = next // the floor, if denied: so that it can be swept
+	next, ok := s.policy.Take(state, now, cost)
+	b.state = next // the floor, if a first spend is denied: so that it can be swept
 	return next, ok, false
 }
 
@@ -147,7 +153,7 @@ func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) 
 		// Read after the lookup: a bucket that replaced a swept one is
 		// then spent at a tick no older than the sweep's.
 		now := s.policy.Now()
-		if state, ok, swept := s.spend(b, now, cost); !swept {
+		if state, ok, swept := s.spendRare(b, now, cost); !swept {
 			return state, now, ok, nil
 		}
 		s.buckets.Drop(key, b) // swept under us: look the key up again
@@ -160,7 +166,7 @@ func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) 
 func (s *Store) Allow(key string) bool {
 	if s.strs != nil { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok {
-			if _, ok, swept := s.spend(b, s.policy.Now(), 1); !swept {
+			if _, ok, rare := s.spend(b, s.policy.Now(), 1); !rare {
 				return ok
 			}
 		}
@@ -175,6 +181,14 @@ func (s *Store) Allow(key string) bool {
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if err := s.policy.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
+	}
+	if s.strs != nil { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok {
+			now := s.policy.Now()
+			if state, ok, rare := s.spend(b, now, cost); !rare {
+				return s.policy.Decide(state, now, cost, ok), nil
+			}
+		}
 	}
 	next, now, ok, err := s.take(key, cost)
 	if err != nil {
