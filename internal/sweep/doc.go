@@ -40,11 +40,12 @@
 //     clock a moment later, within its own call.
 //
 // As a last guard, for clocks that do step backwards (clock.Manual), a
-// fresh bucket starts at the store's floor, the greatest state of any
-// bucket it evicted (per stripe in the striped store), rather than at 0:
-// for every reading at or after an evicted bucket's state the fresh one
-// agrees with it, and before it the fresh one holds fewer tokens. So
-// eviction can only deny more, never admit more, whatever the clock does;
-// and a store that has evicted nothing behaves exactly as one that never
-// evicts.
+// fresh bucket is read at its first spend as the store's floor, the
+// greatest state of any bucket it evicted (per stripe in the striped
+// store), rather than as 0: for every reading at or after an evicted
+// bucket's state the two agree, and before it the floor holds fewer
+// tokens. So eviction can only deny more, never admit more, whatever the
+// clock does; and a store that has evicted nothing behaves exactly as one
+// that never evicts. (In the pointer stores a new bucket holds Fresh until
+// that first spend, so that no sweep removes it in between.)
 package sweep
