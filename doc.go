@@ -67,6 +67,18 @@
 // bounded only by the fill time: a million tokens at one per second is
 // under 12 days, far within it.
 //
+// # Memory
+//
+// The in-process stores implement BoundedLimiter: they remove the buckets
+// of idle keys by themselves, exactly — only buckets that are full again,
+// which a new key would get anyway — so eviction never changes a decision.
+// WithMaxKeys caps the keys a store tracks (failing closed with
+// ErrStoreFull for a new key when none can be evicted), WithSweepInterval
+// adds a background sweeper (stopped by Close), and WithHashedKeys keeps a
+// seeded 64-bit hash instead of each key. Eviction does not keep the
+// packed state from wrapping: nothing wraps within the clock range, swept
+// or not.
+//
 // # Time never mints tokens
 //
 // Take never moves TAT backwards. A goroutine holding a stale reading of

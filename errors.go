@@ -20,8 +20,8 @@ var (
 	ErrCostExceedsBurst = errors.New("keyrate: cost exceeds burst")
 
 	// ErrInvalidKey reports a key a store cannot hold. The in-process stores
-	// accept every string, the empty string included; stores with a remote
-	// backend document their bounds.
+	// accept every string, the empty string included; redisbucket rejects
+	// the empty key and keys over 512 bytes.
 	ErrInvalidKey = errors.New("keyrate: invalid key")
 
 	// ErrInvalidOption reports an option that does not apply to the store it
