@@ -88,38 +88,24 @@ var (
 // wrapping keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or
 // an option is out of range.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
-	set, err := keyrate.Configure(nil, opts...)
-	if err != nil {
+	s := new(Store)
+	if err := s.words.Init(&s.policy, limit, opts, newWord); err != nil {
 		return nil, err
 	}
-	policy, err := keyrate.NewPolicy(limit, set.Clock)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{policy: policy}
-	s.words.Init(&s.policy, set, func(st keyrate.State) *word {
-		w := new(word)
-		w.v.Store(uint64(st))
-		return w
-	})
 	s.strs = s.words.Strings()
 	return s, nil
 }
 
-// get returns key's word, inserting a full one for a new key; see
-// sweep.Map.Get. A known string key is one lock-free lookup.
-func (s *Store) get(key string) (*word, error) {
-	if s.strs != nil {
-		if w, ok := s.strs.Load(key); ok {
-			return w, nil
-		}
-	}
-	return s.words.Get(key)
+// newWord returns a new word in state st.
+func newWord(st keyrate.State) *word {
+	w := new(word)
+	w.v.Store(uint64(st))
+	return w
 }
 
 // spend runs the CAS loop on w at tick now: it spends cost tokens if the
 // bucket holds them and returns the state after the call. It reports rare,
-// and does nothing, if w is swept or not spent from yet: spendRare's case.
+// and does nothing, if w is swept or not spent from yet: SpendRare's case.
 func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, rare bool) {
 	for {
 		old := keyrate.State(w.v.Load())
@@ -136,9 +122,10 @@ func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, r
 	}
 }
 
-// spendRare is spend for a word that may be swept (it reports swept and
-// does nothing) or not spent from yet (it reads as the floor).
-func (s *Store) spendRare(w *word, now uint64, cost int) (state keyrate.State, ok, swept bool) {
+// SpendRare is spend for a word that may be swept (it reports swept and
+// does nothing) or not spent from yet (it reads as the floor). See
+// sweep.Bucket.
+func (w *word) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, ok, swept bool) {
 	for {
 		old := keyrate.State(w.v.Load())
 		state = old
@@ -146,9 +133,9 @@ func (s *Store) spendRare(w *word, now uint64, cost int) (state keyrate.State, o
 		case keyrate.Tombstone:
 			return 0, false, true
 		case sweep.Fresh:
-			state = s.words.Floor()
+			state = floor.Load()
 		}
-		next, ok := s.policy.Take(state, now, cost)
+		next, ok := p.Take(state, now, cost)
 		if !ok {
 			if old != sweep.Fresh {
 				return old, false, false
@@ -161,23 +148,8 @@ func (s *Store) spendRare(w *word, now uint64, cost int) (state keyrate.State, o
 	}
 }
 
-// take spends cost tokens for key if its bucket holds them, and returns
-// the state after the call and the tick it was decided at.
-func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) {
-	for {
-		w, err := s.get(key)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		// Read after the lookup: a word that replaced a swept one is then
-		// spent at a tick no older than the sweep's.
-		now := s.policy.Now()
-		if state, ok, swept := s.spendRare(w, now, cost); !swept {
-			return state, now, ok, nil
-		}
-		s.words.Drop(key, w) // swept under us: look the key up again
-	}
-}
+// State returns w's state. See sweep.Bucket.
+func (w *word) State() keyrate.State { return keyrate.State(w.v.Load()) }
 
 // Allow reports whether one token may be spent for key now, and spends it
 // if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
@@ -190,8 +162,7 @@ func (s *Store) Allow(key string) bool {
 			}
 		}
 	}
-	_, _, ok, _ := s.take(key, 1)
-	return ok
+	return s.words.Allow(key)
 }
 
 // AllowN spends cost tokens for key if its bucket holds that many, and
@@ -209,24 +180,12 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 			}
 		}
 	}
-	state, now, ok, err := s.take(key, cost)
-	if err != nil {
-		return keyrate.Decision{}, err
-	}
-	return s.policy.Decide(state, now, cost, ok), nil
+	return s.words.AllowN(key, cost)
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
-func (s *Store) Peek(key string) keyrate.Decision {
-	state := s.words.Floor() // an unknown key is a new, full bucket
-	if w, ok := s.words.Load(key); ok {
-		if v := keyrate.State(w.v.Load()); v < sweep.Fresh { // not swept, and spent from
-			state = v
-		}
-	}
-	return s.policy.Peek(state, s.policy.Now())
-}
+func (s *Store) Peek(key string) keyrate.Decision { return s.words.Peek(key) }
 
 // Len returns the number of keys the store tracks.
 func (s *Store) Len() int { return s.words.Len() }

@@ -85,34 +85,20 @@ var (
 // wrapping keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or
 // an option is out of range.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
-	set, err := keyrate.Configure(nil, opts...)
-	if err != nil {
+	s := new(Store)
+	if err := s.buckets.Init(&s.policy, limit, opts, newBucket); err != nil {
 		return nil, err
 	}
-	policy, err := keyrate.NewPolicy(limit, set.Clock)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{policy: policy}
-	s.buckets.Init(&s.policy, set, func(st keyrate.State) *bucket { return &bucket{state: st} })
 	s.strs = s.buckets.Strings()
 	return s, nil
 }
 
-// get returns key's bucket, inserting a full one for a new key; see
-// sweep.Map.Get. A known string key is one lock-free lookup.
-func (s *Store) get(key string) (*bucket, error) {
-	if s.strs != nil {
-		if b, ok := s.strs.Load(key); ok {
-			return b, nil
-		}
-	}
-	return s.buckets.Get(key)
-}
+// newBucket returns a new bucket in state st.
+func newBucket(st keyrate.State) *bucket { return &bucket{state: st} }
 
 // spend spends cost tokens from b at tick now if it holds them, and
 // returns the state after the call. It reports rare, and does nothing, if
-// b is swept or not spent from yet: spendRare's case.
+// b is swept or not spent from yet: SpendRare's case.
 func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok, rare bool) {
 	b.mu.Lock()
 	if b.state >= sweep.Fresh {
@@ -125,9 +111,10 @@ func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok,
 	return next, ok, false
 }
 
-// spendRare is spend for a bucket that may be swept (it reports swept and
-// does nothing) or not spent from yet (it reads as the floor).
-func (s *Store) spendRare(b *bucket, now uint64, cost int) (state keyrate.State, ok, swept bool) {
+// SpendRare is spend for a bucket that may be swept (it reports swept and
+// does nothing) or not spent from yet (it reads as the floor). See
+// sweep.Bucket.
+func (b *bucket) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, ok, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	state = b.state
@@ -135,29 +122,18 @@ func (s *Store) spendRare(b *bucket, now uint64, cost int) (state keyrate.State,
 	case keyrate.Tombstone:
 		return 0, false, true
 	case sweep.Fresh:
-		state = s.buckets.Floor()
+		state = floor.Load()
 	}
-	next, ok := s.policy.Take(state, now, cost)
+	next, ok := p.Take(state, now, cost)
 	b.state = next // the floor, if a first spend is denied: so that it can be swept
 	return next, ok, false
 }
 
-// take spends cost tokens for key if its bucket holds them. It returns the
-// state after the call and the tick it was decided at.
-func (s *Store) take(key string, cost int) (keyrate.State, uint64, bool, error) {
-	for {
-		b, err := s.get(key)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		// Read after the lookup: a bucket that replaced a swept one is
-		// then spent at a tick no older than the sweep's.
-		now := s.policy.Now()
-		if state, ok, swept := s.spendRare(b, now, cost); !swept {
-			return state, now, ok, nil
-		}
-		s.buckets.Drop(key, b) // swept under us: look the key up again
-	}
+// State returns b's state. See sweep.Bucket.
+func (b *bucket) State() keyrate.State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
 }
 
 // Allow reports whether one token may be spent for key now, and spends it
@@ -171,8 +147,7 @@ func (s *Store) Allow(key string) bool {
 			}
 		}
 	}
-	_, _, ok, _ := s.take(key, 1)
-	return ok
+	return s.buckets.Allow(key)
 }
 
 // AllowN spends cost tokens for key if its bucket holds that many, and
@@ -190,26 +165,12 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 			}
 		}
 	}
-	next, now, ok, err := s.take(key, cost)
-	if err != nil {
-		return keyrate.Decision{}, err
-	}
-	return s.policy.Decide(next, now, cost, ok), nil
+	return s.buckets.AllowN(key, cost)
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
-func (s *Store) Peek(key string) keyrate.Decision {
-	state := s.buckets.Floor() // an unknown key is a new, full bucket
-	if b, ok := s.buckets.Load(key); ok {
-		b.mu.Lock()
-		if b.state < sweep.Fresh { // not swept, and spent from
-			state = b.state
-		}
-		b.mu.Unlock()
-	}
-	return s.policy.Peek(state, s.policy.Now())
-}
+func (s *Store) Peek(key string) keyrate.Decision { return s.buckets.Peek(key) }
 
 // Len returns the number of keys the store tracks.
 func (s *Store) Len() int { return s.buckets.Len() }

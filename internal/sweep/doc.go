@@ -4,7 +4,8 @@
 // decides when a call on the request path pays for a sweep (Pacer), the
 // optional background sweeper (Background), and, for the two stores that
 // keep one pointer per key in an xsync map, the map itself with its exact,
-// tombstone-based eviction (Map).
+// tombstone-based eviction and everything else those two stores share but
+// the synchronisation of one bucket (Map).
 //
 // # Why removing a full bucket changes no decision
 //

@@ -20,6 +20,16 @@ type Bucket interface {
 	// reports whether it did; before marking it raises floor to the state
 	// it judged full. A bucket already marked reports false.
 	Evict(p *keyrate.Policy, now uint64, floor *Floor) bool
+	// SpendRare spends cost tokens from the bucket at tick now if it holds
+	// them, in one step (under its lock, or by a compare-and-swap loop),
+	// and returns its state after the call. A bucket not spent from yet
+	// (Fresh) is read as floor.Load(), and left in that state if the spend
+	// is denied, so that a sweep can remove it. A bucket marked
+	// keyrate.Tombstone is left alone and reported swept.
+	SpendRare(p *keyrate.Policy, now uint64, cost int, floor *Floor) (state keyrate.State, ok, swept bool)
+	// State returns the bucket's state, which may be Fresh or
+	// keyrate.Tombstone.
+	State() keyrate.State
 }
 
 // Map is the key-to-bucket map of a store that keeps one pointer per key
@@ -39,7 +49,14 @@ type Bucket interface {
 // examined per insertion, and after cap/RefusalWeight refusals; it runs on
 // a short-lived goroutine of its own, which Close waits for, so that no
 // request pays for a whole sweep. With a background sweeper, insertions do
-// not pace sweeps. Set a Map up with Init; it is safe for concurrent use.
+// not pace sweeps.
+//
+// Map is all of such a store but the synchronisation of one bucket, which
+// B supplies: besides the map and its eviction, it holds the slow path of
+// the store's requests (Take, Allow, AllowN), Peek, Len, Sweep, Stats and
+// Close. The store keeps only its known-key fast path, which calls its own
+// bucket type directly. Set a Map up with Init; it is safe for concurrent
+// use.
 type Map[B Bucket] struct {
 	policy *keyrate.Policy
 	fresh  func(keyrate.State) B
@@ -57,10 +74,10 @@ type Map[B Bucket] struct {
 	running  sync.WaitGroup // paced sweeps in flight
 }
 
-// Init sets m up for a store enforcing policy under settings set, with
+// init sets m up for a store enforcing policy under settings set, with
 // fresh building a new bucket in the given state (always Fresh). It starts the
 // background sweeper if set asks for one.
-func (m *Map[B]) Init(policy *keyrate.Policy, set keyrate.Settings, fresh func(keyrate.State) B) {
+func (m *Map[B]) init(policy *keyrate.Policy, set keyrate.Settings, fresh func(keyrate.State) B) {
 	m.policy, m.fresh = policy, fresh
 	if set.HashedKeys {
 		m.seed = maphash.MakeSeed()
