@@ -13,21 +13,14 @@ const memoryKeys = 1_000_000
 // reports the live heap per key after a GC (B/key: the key's own 16 bytes,
 // the map entry and the bucket), and the duration of one forced GC with
 // those keys live (gc-ns). Each key has half its burst spent, so that no
-// store evicts it as full (see prefill). Each key is its own allocation, as a key from a
-// request would be, and only the subject holds it. The time per op is that
-// of building the subject. It runs only at GOMAXPROCS = runtime.NumCPU()
-// (whatever -cpu lists), the parallelism the GC has in production, and is
-// skipped at the other -cpu values: its figures do not depend on them. (The
-// testing package's first call of each sub-benchmark, made to discover it,
-// runs at whatever GOMAXPROCS it finds and can stand as one result under
-// the first -cpu value; keyrate report uses the GOMAXPROCS with the most
-// results.)
+// store evicts it as full (see prefill). Each key is its own allocation, as
+// a key from a request would be, and only the subject holds it. The time
+// per op is that of building the subject. The GC time depends on
+// GOMAXPROCS (the GC marks in parallel), so bench/run.sh runs it without
+// -cpu: at GOMAXPROCS = the machine's CPUs, as in production.
 func BenchmarkMemory(b *testing.B) {
 	for _, sc := range subjects {
 		b.Run("store="+sc.name, func(b *testing.B) {
-			if runtime.GOMAXPROCS(0) != runtime.NumCPU() {
-				b.Skip("measured once, at GOMAXPROCS = the machine's CPUs")
-			}
 			freeFixtures()
 			n := maxKeys(memoryKeys)
 			var perKey, gc float64
