@@ -67,6 +67,7 @@ func Markdown(w io.Writer, sets ...*Set) {
 	m.nsTables()
 	m.allocs()
 	m.memory()
+	m.redis()
 	if len(sets) == 2 {
 		m.deltas(sets[0])
 	}
@@ -360,6 +361,43 @@ func (m *md) memory() {
 		m.p("| `%s` | %s | %s |", subj, key, gc)
 	}
 	m.p("")
+}
+
+// redis writes BenchmarkRedis: redisbucket's Allow against a local
+// redis-server beside an EVALSHA of an empty script, by client goroutines.
+func (m *md) redis() {
+	s := m.s
+	m.p("## Redis: the price of going distributed\n")
+	if len(s.RedisClients) == 0 {
+		m.p("Not measured: these results hold no BenchmarkRedis (bench/run.sh runs it when `redis-server` is on PATH).\n")
+		return
+	}
+	m.p("BenchmarkRedis (redisbucket/bench_test.go): `allow` is one redisbucket `AllowN`, one EVALSHA of the GCRA script on a local redis-server, every call allowed so every call writes; `empty` is an EVALSHA of an empty script on the same client and key, the floor of any Redis round trip. N client goroutines share one pool, each on its own key. ns/op is wall time over all goroutines (ops/s = 10⁹ ÷ ns/op, all clients together); p50 and p99 are each call's latency. Medians of the runs; the last column is allow's p50 ÷ empty's, the overhead of the limiter over the round trip.\n")
+	m.p("| clients | allow ns/op | allow ops/s | allow p50 | allow p99 | empty ns/op | empty ops/s | empty p50 | empty p99 | p50 allow ÷ empty |")
+	m.p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range s.RedisClients {
+		row := []string{fmt.Sprint(n)}
+		for _, op := range []string{redisAllow, redisEmpty} {
+			ns, ok := s.Median(redisCell(op, n, unitNs))
+			if ok && ns > 0 {
+				row = append(row, fmtNum(ns), fmt.Sprintf("%.0f", 1e9/ns))
+			} else {
+				row = append(row, "—", "—")
+			}
+			for _, u := range []string{unitP50, unitP99} {
+				if v, ok := s.Median(redisCell(op, n, u)); ok {
+					row = append(row, fmt.Sprintf("%.1f µs", v/1e3))
+				} else {
+					row = append(row, "—")
+				}
+			}
+		}
+		r, ok := s.ratio(redisCell(redisAllow, n, unitP50), redisCell(redisEmpty, n, unitP50))
+		row = append(row, fmtRatio(r, ok))
+		m.p("| %s |", strings.Join(row, " | "))
+	}
+	m.p("")
+	m.p("Target: allow's p50 within %g× of empty's at every client count (see Targets). The in-process stores' ns/op above are the price without the network.\n", redisEmptyMax)
 }
 
 // deltas compares the reported set with base, benchstat style.

@@ -34,10 +34,23 @@ func memLines(store string, n int, perKey, gcNs float64) string {
 	return b.String()
 }
 
+// redisLines returns n BenchmarkRedis lines for op at clients, as
+// redisbucket/bench_test.go prints them (GOMAXPROCS 2, pkg line first).
+func redisLines(op string, clients, n int, ns, p50, p99 float64) string {
+	var b strings.Builder
+	b.WriteString("pkg: github.com/keyrate/keyrate/redisbucket\n")
+	for range n {
+		fmt.Fprintf(&b, "BenchmarkRedis/op=%s/clients=%d-2 \t1000\t%g ns/op\t%g p50-ns\t%g p99-ns\t1089 B/op\t24 allocs/op\n",
+			op, clients, ns, p50, p99)
+	}
+	return b.String()
+}
+
 // fixture builds a result set in which every target is met except the
 // ones named in miss: "atomic-floor" (atomic at 1.5× floor on hotkey at
-// -cpu 2), "allocs" (striped allocates on uniform-1k) and "storm" (atomic
-// slower at -cpu 2 than at -cpu 1).
+// -cpu 2), "allocs" (striped allocates on uniform-1k), "storm" (atomic
+// slower at -cpu 2 than at -cpu 1) and "redis" (Allow's p50 1.5× an empty
+// EVALSHA's at 50 clients); "no-redis" leaves BenchmarkRedis out.
 func fixture(t *testing.T, miss ...string) *Set {
 	t.Helper()
 	var b strings.Builder
@@ -66,6 +79,16 @@ func fixture(t *testing.T, miss ...string) *Set {
 	b.WriteString(memLines("mutex", 10, 90, 30e6))
 	b.WriteString(memLines("striped", 10, 60, 8e6))
 	b.WriteString(memLines("atomic", 10, 90, 30e6))
+	if !slices.Contains(miss, "no-redis") {
+		for _, clients := range []int{1, 8, 50} {
+			allowP50 := 110e3
+			if clients == 50 && slices.Contains(miss, "redis") {
+				allowP50 = 150e3
+			}
+			b.WriteString(redisLines("allow", clients, 10, 50e3, allowP50, 400e3))
+			b.WriteString(redisLines("evalsha-empty", clients, 10, 40e3, 100e3, 300e3))
+		}
+	}
 	s, err := Read(strings.NewReader(b.String()), "fixture")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +149,7 @@ func TestTargetsAllMet(t *testing.T) {
 }
 
 func TestTargetsMissed(t *testing.T) {
-	vs := Targets(fixture(t, "atomic-floor", "allocs", "storm"))
+	vs := Targets(fixture(t, "atomic-floor", "allocs", "storm", "redis"))
 	got := map[string][]string{}
 	for _, v := range vs {
 		if !v.Met {
@@ -141,6 +164,7 @@ func TestTargetsMissed(t *testing.T) {
 		vs[0].Target: {"✗ striped: at most 1 allocs/op (worst: uniform-1k -cpu 1)"},
 		vs[1].Target: {"✗ hotkey -cpu 2: 1.48×"},
 		vs[7].Target: {"✗ -cpu 1: 94.5 ns/op, -cpu 2: 154.5 ns/op (1.63×)"},
+		vs[8].Target: {"✗ clients=50: 150.0 µs vs 100.0 µs (1.50×)"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("missed figures:\n got %q\nwant %q", got, want)
@@ -183,7 +207,7 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 		"Fastest at -cpu 2, by workload count: `atomic` on 6 of 6 workloads.",
 		"Leanest in memory: `striped`, 60.0 B/key with a million 16-byte keys.",
 		"In short: `atomic` where time per call matters most, `striped` where memory per key does.",
-		"Checked by the generator on these results: 8 of 8 met.",
+		"Checked by the generator on these results: 9 of 9 met.",
 		"### -cpu 4 †",
 		"† GOMAXPROCS above the machine's 2 CPUs: oversubscribed, goroutines share cores.",
 		"| hotkey | 1.48× floor / 0.38× xrate | 1.38× floor / 0.36× xrate | 1.10× floor / 0.28× xrate |",
@@ -195,6 +219,83 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 	}
 	if strings.Contains(md, "## Before and after") {
 		t.Error("a one-set report has a before/after section")
+	}
+}
+
+func TestReadRedis(t *testing.T) {
+	s := fixture(t)
+	if fmt.Sprint(s.RedisClients) != "[1 8 50]" {
+		t.Errorf("RedisClients = %v, want [1 8 50]", s.RedisClients)
+	}
+	// BenchmarkRedis's ops are neither stores nor workloads, and its
+	// GOMAXPROCS is no core count of BenchmarkAllow.
+	for _, subj := range s.Subjects {
+		if strings.Contains(subj, "allow") || strings.Contains(subj, "evalsha") {
+			t.Errorf("Subjects %q hold a Redis op", s.Subjects)
+		}
+	}
+	if fmt.Sprint(s.Workloads) != "[hotkey hotkey-deny uniform-1k uniform-1M zipf-1M churn]" || fmt.Sprint(s.Procs) != "[1 2 4]" {
+		t.Errorf("Workloads %v, Procs %v: changed by Redis lines", s.Workloads, s.Procs)
+	}
+	for cell, want := range map[Cell]float64{
+		redisCell("allow", 8, "ns/op"):           50e3,
+		redisCell("allow", 8, "p50-ns"):          110e3,
+		redisCell("evalsha-empty", 50, "p99-ns"): 300e3,
+		redisCell("evalsha-empty", 1, "B/op"):    1089,
+	} {
+		if got, ok := s.Median(cell); !ok || got != want {
+			t.Errorf("Median(%+v) = %g, %v; want %g", cell, got, ok, want)
+		}
+	}
+	v := Targets(s)[8]
+	want := []string{
+		"✓ clients=1: 110.0 µs vs 100.0 µs (1.10×)",
+		"✓ clients=8: 110.0 µs vs 100.0 µs (1.10×)",
+		"✓ clients=50: 110.0 µs vs 100.0 µs (1.10×)",
+	}
+	if !v.Met || !v.Measured || fmt.Sprint(v.Figures) != fmt.Sprint(want) {
+		t.Errorf("%s: met %v, measured %v, figures %q; want met, %q", v.Target, v.Met, v.Measured, v.Figures, want)
+	}
+	bad, err := Read(strings.NewReader(lines("store=atomic/wl=hotkey", 1, 1, 40, 0)+
+		"BenchmarkRedis/op=allow-2 \t10\t1 ns/op\n"), "bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad.Warnings) != 1 || len(bad.RedisClients) != 0 {
+		t.Errorf("a Redis line without clients=: warnings %q, clients %v", bad.Warnings, bad.RedisClients)
+	}
+}
+
+func TestMarkdownRedis(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t, "redis"))
+	md := buf.String()
+	for _, want := range []string{
+		"## Redis: the price of going distributed",
+		"| 1 | 50000 | 20000 | 110.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.10× |",
+		"| 50 | 50000 | 20000 | 150.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.50× |",
+		"| redisbucket Allow within 1.2× of an empty EVALSHA (p50, every client count) | **missed** | ✓ clients=1: 110.0 µs vs 100.0 µs (1.10×)<br>✓ clients=8: 110.0 µs vs 100.0 µs (1.10×)<br>✗ clients=50: 150.0 µs vs 100.0 µs (1.50×) |",
+		"Checked by the generator on these results: 8 of 9 met.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+
+	buf.Reset()
+	Markdown(&buf, fixture(t, "no-redis"))
+	md = buf.String()
+	for _, want := range []string{
+		"## Redis: the price of going distributed\n\nNot measured: these results hold no BenchmarkRedis",
+		"| redisbucket Allow within 1.2× of an empty EVALSHA (p50, every client count) | not measured | ? BenchmarkRedis (no redis-server on PATH?): not measured |",
+		"Checked by the generator on these results: 8 of 9 met.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report without Redis lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "| clients |") {
+		t.Error("a report without Redis results has a Redis table")
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 const (
 	benchAllow  = "Allow"
 	benchMemory = "Memory"
+	benchRedis  = "Redis"
 	floor       = "floor"
 	xrate       = "xrate"
 	churn       = "churn"
@@ -44,15 +45,26 @@ const (
 	unitBytes  = "B/op"
 	unitKey    = "B/key"
 	unitGC     = "gc-ns"
+	unitP50    = "p50-ns"
+	unitP99    = "p99-ns"
+)
+
+// BenchmarkRedis operations (op= values).
+const (
+	redisAllow = "allow"
+	redisEmpty = "evalsha-empty"
 )
 
 // Cell identifies one sample: one benchmark of one subject on one workload
-// at one GOMAXPROCS, in one unit.
+// at one GOMAXPROCS, in one unit. For Redis, the subject is the op= value,
+// Clients the clients= value and Procs 0: that benchmark runs at one
+// GOMAXPROCS only, and its client goroutines are what varies.
 type Cell struct {
-	Bench    string // "Allow" or "Memory"
-	Subject  string // store name with its variant keys: "atomic/clock=coarse"
-	Workload string // wl= value; "" for Memory
-	Procs    int    // GOMAXPROCS
+	Bench    string // "Allow", "Memory" or "Redis"
+	Subject  string // store name with its variant keys: "atomic/clock=coarse"; op for Redis
+	Workload string // wl= value; "" for Memory and Redis
+	Procs    int    // GOMAXPROCS; 0 for Redis
+	Clients  int    // clients= value for Redis; 0 otherwise
 	Unit     string // as printed: "ns/op", "B/key", ...
 }
 
@@ -67,6 +79,10 @@ type Set struct {
 	// workloads in first-seen order, procs ascending.
 	Subjects, Workloads []string
 	Procs               []int
+
+	// RedisClients lists the client goroutine counts BenchmarkRedis ran
+	// at, ascending; empty when the set has no Redis results.
+	RedisClients []int
 
 	// Warnings lists the lines that could not be parsed.
 	Warnings []string
@@ -127,8 +143,9 @@ func ReadMachine(r io.Reader) ([]Fact, error) {
 }
 
 // Read parses raw benchmark output (the Go benchmark format) from r.
-// Benchmarks other than Allow and Memory are ignored; lines that do not
-// parse are listed in Warnings; a set with no Allow results is an error.
+// Benchmarks other than Allow, Memory and Redis are ignored; lines that do
+// not parse are listed in Warnings; a set with no Allow results is an
+// error.
 func Read(r io.Reader, label string) (*Set, error) {
 	var pp benchproc.ProjectionParser
 	proj, unitField, err := pp.ParseWithUnit(".name,.subject,/wl,/gomaxprocs", nil)
@@ -137,7 +154,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 	}
 	fields := proj.Fields()
 	s := &Set{Label: label, values: map[Cell][]float64{}}
-	seenSubj, seenWl, seenProcs := map[string]bool{}, map[string]bool{}, map[int]bool{}
+	seenSubj, seenWl, seenProcs, seenClients := map[string]bool{}, map[string]bool{}, map[int]bool{}, map[int]bool{}
 	br := benchfmt.NewReader(r, label)
 	for br.Scan() {
 		var res *benchfmt.Result
@@ -153,6 +170,28 @@ func Read(r io.Reader, label string) (*Set, error) {
 			continue
 		}
 		base, parts := res.Name.Parts()
+		if string(base) == benchRedis {
+			// Kept apart: its ops and client counts are not stores,
+			// workloads or core counts.
+			op, clients, ok := redisName(parts)
+			if !ok {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s: want op= and clients= parts", label, res.Name.Full()))
+				continue
+			}
+			for _, v := range res.Values {
+				unit, val := v.Unit, v.Value
+				if v.OrigUnit != "" {
+					unit, val = v.OrigUnit, v.OrigValue
+				}
+				c := Cell{Bench: benchRedis, Subject: op, Clients: clients, Unit: unit}
+				s.values[c] = append(s.values[c], val)
+			}
+			if !seenClients[clients] {
+				seenClients[clients] = true
+				s.RedisClients = append(s.RedisClients, clients)
+			}
+			continue
+		}
 		if b := string(base); b != benchAllow && b != benchMemory {
 			continue
 		}
@@ -198,6 +237,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 		return nil, fmt.Errorf("%s: no BenchmarkAllow results", label)
 	}
 	slices.Sort(s.Procs)
+	slices.Sort(s.RedisClients)
 	s.samples = make(map[Cell]*benchmath.Sample, len(s.values))
 	for c, v := range s.values {
 		s.samples[c] = benchmath.NewSample(v, &benchmath.DefaultThresholds)
@@ -222,6 +262,31 @@ func subjectOf(parts [][]byte) string {
 		}
 	}
 	return strings.Join(append([]string{store}, variant...), "/")
+}
+
+// redisName returns the op= and clients= values of a BenchmarkRedis
+// name's parts, and false if either is missing or clients is not a number.
+func redisName(parts [][]byte) (op string, clients int, ok bool) {
+	var haveClients bool
+	for _, p := range parts {
+		part := strings.TrimPrefix(string(p), "/")
+		switch {
+		case strings.HasPrefix(part, "op="):
+			op = strings.TrimPrefix(part, "op=")
+		case strings.HasPrefix(part, "clients="):
+			n, err := strconv.Atoi(strings.TrimPrefix(part, "clients="))
+			if err != nil {
+				return "", 0, false
+			}
+			clients, haveClients = n, true
+		}
+	}
+	return op, clients, op != "" && haveClients
+}
+
+// redisCell is the Cell of BenchmarkRedis for op at clients in unit.
+func redisCell(op string, clients int, unit string) Cell {
+	return Cell{Bench: benchRedis, Subject: op, Clients: clients, Unit: unit}
 }
 
 // Fact returns the machine fact named key, or "".

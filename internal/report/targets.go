@@ -29,6 +29,7 @@ const (
 	leanestBytesMax   = 64.0 // B/key of the leanest store, at most
 	everyBytesMax     = 100.0
 	leanestGCMillisMx = 10.0
+	redisEmptyMax     = 1.2 // redisbucket Allow's p50 ÷ an empty EVALSHA's, at most
 )
 
 // Workload groups the targets speak of.
@@ -50,6 +51,7 @@ func Targets(s *Set) []Verdict {
 		s.xrateSpeedup(largeWorkloads, largeVsXrate),
 		s.memory(),
 		s.noRetryStorm(),
+		s.redisOverhead(),
 	}
 }
 
@@ -215,5 +217,26 @@ func (s *Set) noRetryStorm() Verdict {
 		return c.done()
 	}
 	c.add(two <= one, "-cpu 1: %.1f ns/op, -cpu 2: %.1f ns/op (%.2f×)", one, two, two/one)
+	return c.done()
+}
+
+// redisOverhead: redisbucket's Allow within 1.2× of an EVALSHA of an empty
+// script on the same connection, by median p50 per call, at every client
+// count measured.
+func (s *Set) redisOverhead() Verdict {
+	c := newCheck(fmt.Sprintf("redisbucket Allow within %g× of an empty EVALSHA (p50, every client count)", redisEmptyMax))
+	if len(s.RedisClients) == 0 {
+		c.missing("BenchmarkRedis (no redis-server on PATH?)")
+		return c.done()
+	}
+	for _, n := range s.RedisClients {
+		a, ok1 := s.Median(redisCell(redisAllow, n, unitP50))
+		e, ok2 := s.Median(redisCell(redisEmpty, n, unitP50))
+		if !ok1 || !ok2 || e == 0 {
+			c.missing(fmt.Sprintf("clients=%d p50", n))
+			continue
+		}
+		c.add(a/e <= redisEmptyMax, "clients=%d: %.1f µs vs %.1f µs (%.2f×)", n, a/1e3, e/1e3, a/e)
+	}
 	return c.done()
 }
