@@ -12,6 +12,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -94,4 +96,19 @@ func usage(w io.Writer, cmds map[string]command) {
 		fmt.Fprintf(w, "\t%-*s  %s\n", width, name, cmds[name].summary)
 	}
 	fmt.Fprint(w, "\nRun 'keyrate <command> -h' for a command's flags.\n")
+}
+
+// parseFlags parses args with fs, which must have been made with
+// flag.ContinueOnError. For -h it writes help and fs's flags to stdout and
+// returns flag.ErrHelp; any other error is returned for the caller to
+// report on one line. fs's own output is discarded.
+func parseFlags(fs *flag.FlagSet, args []string, help string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, help)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+	}
+	return err
 }

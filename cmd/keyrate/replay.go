@@ -90,13 +90,9 @@ func (f *storeFlag) Set(s string) error {
 func runReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	store := storeFlag(len(replayStores) - 1) // atomic
 	fs := flag.NewFlagSet("keyrate replay", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported below, on one line
 	fs.Var(&store, "store", "the `name` of the store that decides: mutex, striped or atomic")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, replayHelp, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, replayHelp)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
 			return 0
 		}
 		fmt.Fprintf(stderr, "keyrate replay: %v\n", err)

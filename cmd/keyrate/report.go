@@ -38,13 +38,9 @@ after, the report is on after and adds before/after deltas with p-values.
 // writing the report fails, and 2 for a usage error or unreadable results.
 func runReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("keyrate report", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported below, on one line
 	out := fs.String("o", "docs/report", "the `dir`ectory to write the report into")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, reportHelp, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, reportHelp)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
 			return 0
 		}
 		fmt.Fprintf(stderr, "keyrate report: %v\n", err)

@@ -89,7 +89,6 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 		return c, err
 	}
 	fs := flag.NewFlagSet("keyrate serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported by the caller, on one line
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "the `host:port` to listen on")
 	fs.IntVar(&c.limit.Rate, "rate", 10, "tokens added every -per (at least 1)")
 	fs.DurationVar(&c.limit.Per, "per", time.Second, "the `period` over which -rate tokens are added")
@@ -98,12 +97,7 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 	fs.Var(&c.key, "key", "what keys a request: `ip` (the client address) or header:NAME (e.g. header:X-API-Key)")
 	fs.StringVar(&c.trust, "trust", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is honoured (with -key ip)")
 	fs.BoolVar(&c.legacy, "legacy", false, "also send X-RateLimit-Limit, -Remaining and -Reset")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, serveHelp)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-		}
+	if err := parseFlags(fs, args, serveHelp, stdout); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
