@@ -3,7 +3,9 @@ package keyrate
 import "time"
 
 // Decision is a store's answer to one request, with what an HTTP server
-// needs for a 429 response and rate-limit headers.
+// needs for a 429 response and rate-limit headers. Its durations are never
+// negative: a debt longer than a time.Duration can hold (only a clock set
+// back by a century can make one) saturates at the longest duration.
 type Decision struct {
 	// Allowed reports whether the request may proceed. When it is true the
 	// tokens have been spent.

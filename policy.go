@@ -2,6 +2,7 @@ package keyrate
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 
@@ -240,7 +241,15 @@ func (p *Policy) remaining(debt uint64) int {
 	return int((p.fill - debt) / p.interval)
 }
 
-// duration converts ticks to a duration, rounding up.
+// duration converts ticks to a duration, rounding up, and saturating at
+// the longest time.Duration: a debt of up to 2^63 ticks (a bucket emptied
+// at the end of the clock range, read with the clock set back to its
+// epoch) is longer than a time.Duration can hold at one tick per
+// nanosecond, and must not wrap to a negative one.
 func (p *Policy) duration(ticks uint64) time.Duration {
-	return time.Duration((ticks + p.scale - 1) / p.scale)
+	ns := (ticks + p.scale - 1) / p.scale
+	if ns > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }

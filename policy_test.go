@@ -258,3 +258,40 @@ func TestRange(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationsNeverNegative: the largest debt a bucket can hold, 2^63
+// ticks (emptied at the end of the clock range, read with the clock set
+// back to the epoch), is longer than a time.Duration at one tick per
+// nanosecond. Decide and Peek saturate at the longest duration rather
+// than wrap to a negative one.
+func TestDurationsNeverNegative(t *testing.T) {
+	limit := Limit{Rate: 1, Per: 1 << 62, Burst: 1}
+	clk := clock.NewManual(0)
+	p, err := NewPolicy(limit, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(p.Range())
+	end := p.Now()
+	s, ok := p.Take(0, end, 1)
+	if !ok || uint64(s) != 1<<63 {
+		t.Fatalf("Take at the end of the range = %d, %v; want 2^63, true", s, ok)
+	}
+	clk.Set(0)
+	now := p.Now()
+	for name, d := range map[string]Decision{
+		"Decide(denied)":  p.Decide(s, now, 1, false),
+		"Decide(allowed)": p.Decide(s, now, 1, true),
+		"Peek":            p.Peek(s, now),
+	} {
+		if d.RetryAfter < 0 || d.ResetAfter < 0 {
+			t.Errorf("%s = %+v: a negative duration", name, d)
+		}
+		if d.ResetAfter != math.MaxInt64 {
+			t.Errorf("%s.ResetAfter = %v, want the longest duration (saturated)", name, d.ResetAfter)
+		}
+	}
+	if d := p.Decide(s, now, 1, false); d.RetryAfter != math.MaxInt64 {
+		t.Errorf("Decide(denied).RetryAfter = %v, want the longest duration (saturated)", d.RetryAfter)
+	}
+}

@@ -7,6 +7,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,7 @@ func Run(t *testing.T, s Store) {
 	t.Run("IndependentKeys", func(t *testing.T) { testIndependentKeys(t, s) })
 	t.Run("ClockBackwards", func(t *testing.T) { testClockBackwards(t, s) })
 	t.Run("LongIdle", func(t *testing.T) { testLongIdle(t, s) })
+	t.Run("HugeDebt", func(t *testing.T) { testHugeDebt(t, s) })
 	t.Run("PeekStoresNothing", func(t *testing.T) { testPeekStoresNothing(t, s) })
 	t.Run("InvalidLimits", func(t *testing.T) { testInvalidLimits(t, s) })
 	t.Run("LargeBurst", func(t *testing.T) { testLargeBurst(t, s) })
@@ -312,6 +314,43 @@ func testClockBackwards(t *testing.T, s Store) {
 	if !l.Allow("k") || l.Allow("k") {
 		t.Fatal("want exactly one token 20s after exhaustion, once the clock caught up")
 	}
+}
+
+// testHugeDebt: a bucket emptied at the end of the clock range, read with
+// the clock set back before the store's creation, owes more than a
+// time.Duration can count at one tick per nanosecond. No Decision carries
+// a negative duration: they saturate at the longest one. A store that
+// cannot enforce the limit (Redis's ticks are coarser) skips.
+func testHugeDebt(t *testing.T, s Store) {
+	limit := keyrate.Limit{Rate: 1, Per: 1 << 62, Burst: 1}
+	clk := clock.NewManual(start)
+	l, err := s.New(t, limit, clk)
+	if errors.Is(err, keyrate.ErrInvalidLimit) {
+		t.Skipf("the store rejects %v: %v", limit, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(math.MaxInt64) // past the end of any store's clock range: time stops there
+	if d, err := l.AllowN("k", 1); err != nil || !d.Allowed {
+		t.Fatalf("first request at the end of the clock range = %+v, %v; want allowed", d, err)
+	}
+	clk.Set(0)
+	check := func(op string, d keyrate.Decision) {
+		t.Helper()
+		if d.RetryAfter < 0 || d.ResetAfter < 0 {
+			t.Fatalf("%s with the clock set back = %+v: a negative duration", op, d)
+		}
+		if d.Allowed || d.RetryAfter == 0 || d.ResetAfter == 0 {
+			t.Fatalf("%s with the clock set back = %+v: want denied, with the (saturated) debt as RetryAfter and ResetAfter", op, d)
+		}
+	}
+	d, err := l.AllowN("k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("AllowN", d)
+	check("Peek", l.Peek("k"))
 }
 
 func testLongIdle(t *testing.T, s Store) {
