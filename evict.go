@@ -18,7 +18,9 @@ const Tombstone State = ^State(0)
 
 // Stats is a snapshot of a store's bookkeeping, from its Stats method.
 type Stats struct {
-	// Keys is the number of keys the store tracks now, as Len reports.
+	// Keys is the number of keys the store tracks now, as Len reports: the
+	// count at one instant during the call, never above WithMaxKeys's cap.
+	// A key counts from the moment its insertion reserves a slot.
 	Keys int
 	// Evictions is the number of buckets the store has removed since it
 	// was created, because they were full: as many tokens as a new bucket,
@@ -59,7 +61,8 @@ type BoundedLimiter interface {
 // at least 1. The default is no cap.
 //
 // The cap holds at every instant, also under concurrency: a slot is
-// reserved before a new key is inserted. When the store is full, a request
+// reserved before a new key is inserted, and Len and Stats.Keys, which read
+// the count of slots held, never report more than n. When the store is full, a request
 // for a new key first has the store evict the buckets that are full again
 // (with a bounded amount of work per call; see the store's documentation).
 // If none can go, the request fails closed: AllowN returns an error

@@ -41,9 +41,11 @@ import (
 // keyrate.WithSweepInterval, and on demand with Sweep.
 //
 // keyrate.WithMaxKeys caps the keys tracked: a new key that finds the
-// store full examines at most 64 words for one it can evict (and starts a
-// whole sweep at most once per cap/16 such refusals), and otherwise fails
-// closed with keyrate.ErrStoreFull. keyrate.WithHashedKeys keeps a seeded
+// store full examines at most 64 words for one it can evict, or that a
+// sweep is removing (and starts a whole sweep at most once per cap/16
+// such refusals), tries once more for a slot, and otherwise fails closed
+// with keyrate.ErrStoreFull. Len and Stats.Keys read one counter, a
+// snapshot never above the cap. keyrate.WithHashedKeys keeps a seeded
 // 64-bit hash instead of each key. See package internal/sweep for the
 // argument that eviction never changes a decision.
 //
@@ -125,25 +127,25 @@ func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, r
 // SpendRare is spend for a word that may be swept (it reports swept and
 // does nothing) or not spent from yet (it reads as the floor). See
 // sweep.Bucket.
-func (w *word) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, ok, swept bool) {
+func (w *word) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, at uint64, ok, swept bool) {
 	for {
 		old := keyrate.State(w.v.Load())
 		state = old
 		switch old {
 		case keyrate.Tombstone:
-			return 0, false, true
+			return 0, now, false, true
 		case sweep.Fresh:
-			state = floor.Load()
+			state, now = floor.Start(p, now)
 		}
 		next, ok := p.Take(state, now, cost)
 		if !ok {
 			if old != sweep.Fresh {
-				return old, false, false
+				return old, now, false, false
 			}
 			next = state // the floor, if a first spend is denied: so that it can be swept
 		}
 		if w.v.CompareAndSwap(uint64(old), uint64(next)) {
-			return next, ok, false
+			return next, now, ok, false
 		}
 	}
 }

@@ -210,13 +210,12 @@ func (s *Store) Peek(key string) keyrate.Decision {
 	return s.policy.Peek(state, s.policy.Now())
 }
 
-// Len returns the number of keys the store tracks.
-func (s *Store) Len() int {
-	if s.hashes != nil {
-		return s.hashes.len()
-	}
-	return s.strs.len()
-}
+// Len returns the number of keys the store tracks: a snapshot of one
+// instant, never above keyrate.WithMaxKeys's cap, kept in one counter
+// rather than summed over the stripes (which would lock one stripe at a
+// time, and could count a key evicted from one stripe and the key inserted
+// in its place in another).
+func (s *Store) Len() int { return s.book.Keys() }
 
 // Sweep removes every key whose bucket is full now, stripe by stripe, and
 // returns how many it removed. See keyrate.BoundedLimiter.
@@ -232,7 +231,7 @@ func (s *Store) Sweep() int {
 }
 
 // Stats returns a snapshot of the store's bookkeeping.
-func (s *Store) Stats() keyrate.Stats { return s.book.Stats(s.Len()) }
+func (s *Store) Stats() keyrate.Stats { return s.book.Stats() }
 
 // Close stops the background sweeper, if any. It is safe to call more than
 // once, and always returns nil. See keyrate.BoundedLimiter.

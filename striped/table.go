@@ -181,15 +181,3 @@ func (t *table[K]) peek(key K, h uint64) keyrate.State {
 	st.mu.Unlock()
 	return state
 }
-
-// len returns the keys in every stripe, locking one stripe at a time.
-func (t *table[K]) len() int {
-	n := 0
-	for i := range t.stripes {
-		st := &t.stripes[i]
-		st.mu.Lock()
-		n += len(st.m)
-		st.mu.Unlock()
-	}
-	return n
-}

@@ -52,6 +52,11 @@ func RunEviction(t *testing.T, s Bounded) {
 			t.Run("SweepRace", func(t *testing.T) { testSweepRace(t, m) })
 			t.Run("Background", func(t *testing.T) { testBackground(t, m) })
 			t.Run("RotationAttack", func(t *testing.T) { testRotationAttack(t, m) })
+			t.Run("OtherKeyEvicted", func(t *testing.T) { testOtherKeyEvicted(t, m) })
+			t.Run("NewKeysUnderSweep", func(t *testing.T) { testNewKeysUnderSweep(t, m) })
+			t.Run("FullStoreSweptUnderCaller", func(t *testing.T) { testFullStoreSweptUnderCaller(t, m) })
+			t.Run("FullStoreChurn", func(t *testing.T) { testFullStoreChurn(t, m) })
+			t.Run("LenWithinCap", func(t *testing.T) { testLenWithinCap(t, m) })
 
 		})
 	}

@@ -6,15 +6,19 @@ import (
 	"github.com/keyrate/keyrate"
 )
 
-// Book is a store's key accounting: the number of keys held against the
-// WithMaxKeys cap, and the counters behind keyrate.Stats. Set it up with
-// Init; its methods are safe for concurrent use.
+// Book is a store's key accounting: the number of keys held, against the
+// WithMaxKeys cap if there is one, and the counters behind keyrate.Stats.
+// Set it up with Init; its methods are safe for concurrent use.
 //
 // The count is exact against the cap: a slot is reserved (Reserve) before
 // a key is inserted and released (Release) when an insertion turns out not
 // to be needed or a key is removed, so the keys present never exceed the
-// cap, however many goroutines insert at once. Without a cap, Reserve and
-// Release do nothing and cost nothing.
+// cap, however many goroutines insert at once. The count is one atomic
+// word, so Keys is a snapshot of one instant (the maps' own sizes are not:
+// xsync sums per-stripe counters one after another, and a striped store
+// would lock one stripe at a time), and it never reads above the cap. A
+// key counts from its reservation to its removal: a store's Len may
+// include a key whose insertion is in flight.
 type Book struct {
 	max       int64 // the cap; 0 for none
 	held      atomic.Int64
@@ -38,6 +42,7 @@ func (b *Book) Capped() bool { return b.max > 0 }
 // whether there was one.
 func (b *Book) Reserve() bool {
 	if b.max == 0 {
+		b.held.Add(1)
 		return true
 	}
 	for {
@@ -56,10 +61,13 @@ func (b *Book) Full() bool { return b.max != 0 && b.held.Load() >= b.max }
 
 // Release gives back n slots: keys removed, or reserved and not inserted.
 func (b *Book) Release(n int) {
-	if b.max != 0 && n != 0 {
+	if n != 0 {
 		b.held.Add(-int64(n))
 	}
 }
+
+// Keys returns the number of keys held: reserved and not yet released.
+func (b *Book) Keys() int { return int(b.held.Load()) }
 
 // Evicted counts n evictions.
 func (b *Book) Evicted(n int) {
@@ -75,7 +83,7 @@ func (b *Book) Refuse() error {
 	return b.full
 }
 
-// Stats returns the counters, with keys as the Keys field.
-func (b *Book) Stats(keys int) keyrate.Stats {
-	return keyrate.Stats{Keys: keys, Evictions: b.evictions.Load(), Refused: b.refused.Load()}
+// Stats returns the counters, with Keys as the Keys field.
+func (b *Book) Stats() keyrate.Stats {
+	return keyrate.Stats{Keys: b.Keys(), Evictions: b.evictions.Load(), Refused: b.refused.Load()}
 }

@@ -40,6 +40,16 @@
 //     same request would be by a store that never evicts, had it read the
 //     clock a moment later, within its own call.
 //
+//  3. Another key's eviction must not reach a new key either. A new bucket
+//     starts from the floor (below), which a sweep of some other key may
+//     raise after the new key's request read the clock and before it
+//     spends: spent at that older reading, the raised floor would charge the
+//     new key the other bucket's debt. Every store rereads the clock when a
+//     new bucket's floor lies ahead of the request's reading (Floor.Start in
+//     the pointer stores, the stripe's floor check in the striped store),
+//     which puts the reading at or after the sweep's, where the floor is a
+//     full bucket.
+//
 // As a last guard, for clocks that do step backwards (clock.Manual), a
 // fresh bucket is read at its first spend as the store's floor, the
 // greatest state of any bucket it evicted (per stripe in the striped

@@ -22,11 +22,13 @@ type Bucket interface {
 	Evict(p *keyrate.Policy, now uint64, floor *Floor) bool
 	// SpendRare spends cost tokens from the bucket at tick now if it holds
 	// them, in one step (under its lock, or by a compare-and-swap loop),
-	// and returns its state after the call. A bucket not spent from yet
-	// (Fresh) is read as floor.Load(), and left in that state if the spend
-	// is denied, so that a sweep can remove it. A bucket marked
-	// keyrate.Tombstone is left alone and reported swept.
-	SpendRare(p *keyrate.Policy, now uint64, cost int, floor *Floor) (state keyrate.State, ok, swept bool)
+	// and returns its state after the call and the tick it was decided
+	// at. A bucket not spent from yet (Fresh) is read as the floor, at the
+	// tick Floor.Start gives (now, or a fresh reading if the floor lies
+	// ahead of now), and left in that state if the spend is denied, so
+	// that a sweep can remove it. A bucket marked keyrate.Tombstone is
+	// left alone and reported swept.
+	SpendRare(p *keyrate.Policy, now uint64, cost int, floor *Floor) (state keyrate.State, at uint64, ok, swept bool)
 	// State returns the bucket's state, which may be Fresh or
 	// keyrate.Tombstone.
 	State() keyrate.State
@@ -137,10 +139,12 @@ func (m *Map[B]) Get(key string) (B, error) {
 // kick), never on the caller; but if new keys come in so fast that the
 // sweep falls AssistRatio periods behind, the caller waits for it to
 // finish (assist), as Go's allocating goroutines assist the garbage
-// collector. When the cap leaves no room, the caller
-// itself does a bounded amount of work before it is refused: it examines
-// at most RefusalScan buckets (evictOne) and stops at the first it can
-// evict.
+// collector. When the cap leaves no room, the caller itself does a
+// bounded amount of work (evictOne: at most RefusalScan buckets, stopping
+// at the first it frees) and then tries once more for a slot, which a
+// paced sweep running beside it may have freed too. It is refused only if
+// that second try fails: every bucket it examined was live and not full at
+// its reading, and whatever a sweep freed meanwhile went to other keys.
 func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, error) {
 	if m.bg == nil {
 		if m.pacer.Charge(1) {
@@ -149,25 +153,25 @@ func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, er
 			m.assist()
 		}
 	}
-	for scanned := false; ; scanned = true {
-		if !m.book.Reserve() {
-			if b, ok := t.Load(k); ok { // inserted by someone else meanwhile
-				return b, nil
+	for retried := false; ; retried = true {
+		if m.book.Reserve() {
+			b, loaded := t.LoadOrCompute(k, func() B { return m.fresh(Fresh) })
+			if loaded {
+				m.book.Release(1)
 			}
-			if m.pacer.Charge(RefusalWeight) {
-				m.kick()
-			}
-			if !scanned && evictOne(m, t) {
-				continue
-			}
+			return b, nil
+		}
+		if b, ok := t.Load(k); ok { // inserted by someone else meanwhile
+			return b, nil
+		}
+		if retried {
 			var zero B
 			return zero, m.book.Refuse()
 		}
-		b, loaded := t.LoadOrCompute(k, func() B { return m.fresh(Fresh) })
-		if loaded {
-			m.book.Release(1)
+		if m.pacer.Charge(RefusalWeight) {
+			m.kick()
 		}
-		return b, nil
+		evictOne(m, t)
 	}
 }
 
@@ -175,22 +179,27 @@ func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, er
 // own goroutine, for one it can evict when the cap leaves no room.
 const RefusalScan = 64
 
-// evictOne examines at most RefusalScan buckets of t and evicts the first
-// that is full, reporting whether it found one.
+// evictOne examines at most RefusalScan buckets of t and frees the slot
+// of the first that is full, or that a sweep has marked and not yet
+// dropped (it drops it itself, so that the slot is free when evictOne
+// returns, whichever of the two removes the key), reporting whether it
+// found one.
 func evictOne[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B]) bool {
 	now := m.policy.Now()
-	examined, evicted := 0, false
+	examined, found := 0, false
 	t.Range(func(k K, b B) bool {
 		examined++
 		if b.Evict(m.policy, now, &m.floor) {
 			drop(m, t, k, b)
 			m.book.Evicted(1)
-			evicted = true
-			return false
+			found = true
+		} else if b.State() == keyrate.Tombstone {
+			drop(m, t, k, b)
+			found = true
 		}
-		return examined < RefusalScan
+		return !found && examined < RefusalScan
 	})
-	return evicted
+	return found
 }
 
 // kick runs a paced sweep that Pacer.Charge handed to the caller, on a
@@ -244,6 +253,30 @@ type Floor struct{ v atomic.Uint64 }
 // Load returns the floor.
 func (f *Floor) Load() keyrate.State { return keyrate.State(f.v.Load()) }
 
+// Start returns the state a bucket not spent from yet is read as at its
+// first spend, the floor, and the tick to spend it at: now, or, if the
+// floor lies ahead of now, a fresh reading of p's clock (never earlier
+// than now).
+//
+// The reread is what keeps another key's eviction from changing this
+// key's decision. The floor is raised by a sweep that read the clock at
+// some tick t and found a bucket full at t, so the floor is at most t; a
+// reading now older than the floor predates that sweep's (it was taken
+// before the sweep evicted some other key), and spending at it would
+// charge this new key the evicted bucket's debt at now. A reading taken
+// after loading the floor is at least t, for a clock that never runs
+// backwards in happens-before order, and there the floor is a full
+// bucket, exactly what a store that never evicts would give a new key.
+// Only a clock stepped backwards past the floor keeps now below it, and
+// then the floor is the guard of the package documentation.
+func (f *Floor) Start(p *keyrate.Policy, now uint64) (keyrate.State, uint64) {
+	s := f.Load()
+	if uint64(s) > now {
+		now = max(now, p.Now())
+	}
+	return s, now
+}
+
 // Raise makes the floor at least s.
 func (f *Floor) Raise(s keyrate.State) {
 	for {
@@ -265,18 +298,18 @@ func (m *Map[B]) Drop(key string, b B) {
 	}
 }
 
+// drop removes k from t if it maps to b, and gives back its slot. The slot
+// is released inside the map's compute, under the lock of k's map bucket,
+// so that anyone who no longer finds k (Range copies a map bucket's
+// entries under that lock) also finds its slot free.
 func drop[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K, b B) {
-	removed := false
 	t.Compute(k, func(old B, loaded bool) (B, bool) {
 		if loaded && old == b {
-			removed = true
+			m.book.Release(1)
 			return old, true
 		}
 		return old, !loaded // keep another bucket; insert nothing
 	})
-	if removed {
-		m.book.Release(1)
-	}
 }
 
 // Sweep removes every bucket that is full at the current tick and returns
@@ -318,16 +351,12 @@ func (m *Map[B]) pacedSweep() {
 	m.Sweep()
 }
 
-// Len returns the number of keys in the map.
-func (m *Map[B]) Len() int {
-	if m.hashes != nil {
-		return m.hashes.Size()
-	}
-	return m.strs.Size()
-}
+// Len returns the number of keys the store holds, from its Book: a
+// snapshot of one instant, never above the cap.
+func (m *Map[B]) Len() int { return m.book.Keys() }
 
 // Stats returns the store's keyrate.Stats.
-func (m *Map[B]) Stats() keyrate.Stats { return m.book.Stats(m.Len()) }
+func (m *Map[B]) Stats() keyrate.Stats { return m.book.Stats() }
 
 // Close stops the background sweeper, if any, and waits for paced sweeps
 // in flight. It is safe to call more than once.

@@ -41,10 +41,12 @@ func (m *Map[B]) Take(key string, cost int) (keyrate.State, uint64, bool, error)
 			return 0, 0, false, err
 		}
 		// Read after the lookup: a bucket that replaced a swept one is
-		// then spent at a tick no older than the sweep's.
+		// then spent at a tick no older than the sweep's. (A new bucket
+		// is read as the floor, which a sweep of another key may raise
+		// after this reading: Floor.Start rereads the clock then.)
 		now := m.policy.Now()
-		if state, ok, swept := b.SpendRare(m.policy, now, cost, &m.floor); !swept {
-			return state, now, ok, nil
+		if state, at, ok, swept := b.SpendRare(m.policy, now, cost, &m.floor); !swept {
+			return state, at, ok, nil
 		}
 		m.Drop(key, b) // swept under us: look the key up again
 	}

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
 )
 
 func TestBookCap(t *testing.T) {
@@ -40,8 +42,8 @@ func TestBookCap(t *testing.T) {
 		t.Fatalf("Refuse() = %v, want ErrStoreFull", err)
 	}
 	b.Evicted(3)
-	if st := b.Stats(7); st != (keyrate.Stats{Keys: 7, Evictions: 3, Refused: 1}) {
-		t.Fatalf("Stats = %+v", st)
+	if st := b.Stats(); st != (keyrate.Stats{Keys: 100, Evictions: 3, Refused: 1}) {
+		t.Fatalf("Stats = %+v, want 100 keys, 3 evictions, 1 refused", st)
 	}
 }
 
@@ -55,6 +57,10 @@ func TestBookUncapped(t *testing.T) {
 	}
 	if b.Capped() {
 		t.Fatal("Capped() = true without a cap")
+	}
+	b.Release(10)
+	if n := b.Keys(); n != 990 {
+		t.Fatalf("Keys() = %d after 1000 reserved and 10 released, want 990", n)
 	}
 }
 
@@ -101,4 +107,98 @@ func TestBackground(t *testing.T) {
 	}
 	wg.Wait()
 	g.Stop()
+}
+
+// hookBucket is a mutex bucket whose Evict runs a function after it has
+// marked the bucket keyrate.Tombstone and before it returns: the window
+// in which a sweep has marked a bucket and not yet dropped it.
+type hookBucket struct {
+	mu      sync.Mutex
+	state   keyrate.State
+	onEvict func()
+}
+
+func (b *hookBucket) Evict(p *keyrate.Policy, now uint64, floor *Floor) bool {
+	b.mu.Lock()
+	if b.state == keyrate.Tombstone || !p.Full(b.state, now) {
+		b.mu.Unlock()
+		return false
+	}
+	floor.Raise(b.state)
+	b.state = keyrate.Tombstone
+	f := b.onEvict
+	b.onEvict = nil
+	b.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return true
+}
+
+func (b *hookBucket) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *Floor) (keyrate.State, uint64, bool, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	state := b.state
+	switch state {
+	case keyrate.Tombstone:
+		return 0, now, false, true
+	case Fresh:
+		state, now = floor.Start(p, now)
+	}
+	next, ok := p.Take(state, now, cost)
+	b.state = next
+	return next, now, ok, false
+}
+
+func (b *hookBucket) State() keyrate.State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// TestFullStoreMarkedNotDropped: a new key that finds a full store while a
+// sweep has marked a bucket and not yet dropped it is not refused: the
+// marked key is going, so the caller drops it itself and takes its slot.
+// The sweep's Evict inserts the new key in that very window, every run.
+func TestFullStoreMarkedNotDropped(t *testing.T) {
+	for _, hashed := range []bool{false, true} {
+		t.Run(fmt.Sprint("hashed=", hashed), func(t *testing.T) {
+			clk := clock.NewManual(0)
+			opts := []keyrate.Option{keyrate.WithClock(clk), keyrate.WithMaxKeys(1)}
+			if hashed {
+				opts = append(opts, keyrate.WithHashedKeys())
+			}
+			var m Map[*hookBucket]
+			var p keyrate.Policy
+			if err := m.Init(&p, keyrate.PerSecond(10), opts, func(s keyrate.State) *hookBucket { return &hookBucket{state: s} }); err != nil {
+				t.Fatal(err)
+			}
+			m.Close() // paced sweeps run on the caller: nothing runs beside the test
+			if _, _, ok, err := m.Take("a", 1); !ok || err != nil {
+				t.Fatalf("Take(a) = %v, %v", ok, err)
+			}
+			clk.Advance(time.Second) // a is full again
+			a, _ := m.Load("a")
+			var inserted bool
+			var insertErr error
+			a.onEvict = func() {
+				_, _, inserted, insertErr = m.Take("b", 1)
+			}
+			if n := m.Sweep(); n != 1 {
+				t.Fatalf("Sweep removed %d, want 1", n)
+			}
+			if a.onEvict != nil {
+				t.Fatal("the sweep did not run the hook: the window was not driven")
+			}
+			if insertErr != nil || !inserted {
+				t.Fatalf("Take(new key b), with a marked by a sweep and not yet dropped, = %v, %v; want allowed", inserted, insertErr)
+			}
+			if st := m.Stats(); st.Keys != 1 || st.Refused != 0 {
+				t.Fatalf("Stats = %+v, want 1 key (b), none refused", st)
+			}
+			if _, ok := m.Load("a"); ok {
+				t.Fatal("a is still in the map")
+			}
+		})
+	}
 }
