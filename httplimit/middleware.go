@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // New returns middleware that rate-limits requests with limiter: each
@@ -24,11 +25,16 @@ import (
 // and the default options, it adds two allocations per request (the two
 // header values) to what the limiter itself costs.
 //
-// New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil
-// or an option is invalid.
+// New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil,
+// or holds a nil pointer (or other nil value) of a limiter type, such as
+// (*atomicbucket.Store)(nil), whose methods would panic on every request;
+// or if an option is invalid.
 func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if limiter == nil {
 		return nil, fmt.Errorf("%w: httplimit.New: the limiter is nil", keyrate.ErrInvalidOption)
+	}
+	if isnil.Is(limiter) {
+		return nil, fmt.Errorf("%w: httplimit.New: the limiter is a nil %T", keyrate.ErrInvalidOption, limiter)
 	}
 	c := config{
 		key:          (&ipKey{header: "X-Forwarded-For", v6bits: DefaultIPv6Prefix}).key,

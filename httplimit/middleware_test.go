@@ -273,6 +273,18 @@ func TestByHeaderKeysSeparately(t *testing.T) {
 	}
 }
 
+// limiterFunc is a Limiter whose AllowN is a func: a nil one is a typed nil
+// that is not a pointer.
+type limiterFunc func(string, int) (keyrate.Decision, error)
+
+func (f limiterFunc) Allow(key string) bool {
+	d, _ := f(key, 1)
+	return d.Allowed
+}
+func (f limiterFunc) AllowN(key string, cost int) (keyrate.Decision, error) { return f(key, cost) }
+func (f limiterFunc) Peek(string) keyrate.Decision                          { return keyrate.Decision{} }
+func (f limiterFunc) Len() int                                              { return 0 }
+
 func TestOptionErrors(t *testing.T) {
 	store, err := atomicbucket.New(keyrate.PerMinute(3))
 	if err != nil {
@@ -285,6 +297,8 @@ func TestOptionErrors(t *testing.T) {
 		mention string
 	}{
 		{"nil limiter", nil, nil, "nil"},
+		{"typed nil limiter", (*atomicbucket.Store)(nil), nil, "the limiter is a nil *atomicbucket.Store"},
+		{"nil func limiter", limiterFunc(nil), nil, "the limiter is a nil httplimit.limiterFunc"},
 		{"bad CIDR", store, ByIP(TrustProxies("10.0.0.0/8", "10.0.0/8")), `"10.0.0/8"`},
 		{"mapped CIDR too wide", store, ByIP(TrustProxies("::ffff:0:0/90")), `"::ffff:0:0/90"`},
 		{"prefix 0", store, ByIP(IPv6Prefix(0)), "IPv6Prefix(0)"},

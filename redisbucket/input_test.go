@@ -18,6 +18,10 @@ import (
 // any byte is sent, so they need no server.
 const unreachable = "127.0.0.1:1"
 
+// wrappedClient is a client type of the application's own, as a
+// redis.UniversalClient that New cannot look inside.
+type wrappedClient struct{ redis.UniversalClient }
+
 func TestNewErrors(t *testing.T) {
 	good := newClient(t, unreachable)
 	noDeadlines := redis.NewClient(&redis.Options{Addr: unreachable})
@@ -37,6 +41,10 @@ func TestNewErrors(t *testing.T) {
 		{"2M per second", good, keyrate.PerSecond(2_000_000), nil, keyrate.ErrInvalidLimit, "a token every 500ns is below 1µs"},
 		{"fill beyond 2^52µs", good, keyrate.Every(24 * time.Hour).WithBurst(53_000), nil, keyrate.ErrInvalidLimit, "Burst 53000 takes too long to fill at 1 per 24h0m0s for redisbucket: the most is 52124"},
 		{"nil client", nil, keyrate.PerSecond(1), nil, keyrate.ErrInvalidOption, "nil client"},
+		{"nil *redis.Client", (*redis.Client)(nil), keyrate.PerSecond(1), nil, keyrate.ErrInvalidOption, "nil client (*redis.Client)"},
+		{"nil *redis.ClusterClient", (*redis.ClusterClient)(nil), keyrate.PerSecond(1), nil, keyrate.ErrInvalidOption, "nil client (*redis.ClusterClient)"},
+		{"nil *redis.Ring", (*redis.Ring)(nil), keyrate.PerSecond(1), nil, keyrate.ErrInvalidOption, "nil client (*redis.Ring)"},
+		{"nil wrapper", (*wrappedClient)(nil), keyrate.PerSecond(1), nil, keyrate.ErrInvalidOption, "nil client (*redisbucket_test.wrappedClient)"},
 		{"client without deadlines", noDeadlines, keyrate.PerSecond(1), nil, keyrate.ErrInvalidOption, "ContextTimeoutEnabled is false"},
 		{"WithClock", good, keyrate.PerSecond(1), []keyrate.Option{keyrate.WithClock(clock.NewManual(0))}, keyrate.ErrInvalidOption, "WithClock does not apply"},
 		{"WithMaxKeys", good, keyrate.PerSecond(1), []keyrate.Option{keyrate.WithMaxKeys(10)}, keyrate.ErrInvalidOption, "WithMaxKeys does not apply"},

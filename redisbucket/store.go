@@ -12,6 +12,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // Store is a keyrate.Limiter whose buckets live in Redis, shared by every
@@ -61,7 +62,8 @@ var _ keyrate.Limiter = (*Store)(nil)
 // range for keyrate (limit.Validate) or for the script: a token interval
 // below 1µs, or a fill time beyond 2^52 ticks of 1/k µs (142 years at k =
 // 1). It returns an error wrapping keyrate.ErrInvalidOption for a nil
-// client, one without context deadlines, an option that does not apply
+// client (nil itself, or a nil pointer of any client type, such as
+// (*redis.Client)(nil)), one without context deadlines, an option that does not apply
 // (keyrate.WithClock among them: use WithTimeSource for tests; and
 // keyrate.WithMaxKeys, WithSweepInterval and WithHashedKeys, since Redis
 // expires a key when its bucket is full), or an option value out of range. New sends nothing to Redis.
@@ -88,6 +90,9 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	}
 	if client == nil {
 		return nil, fmt.Errorf("%w: redisbucket.New: nil client", keyrate.ErrInvalidOption)
+	}
+	if isnil.Is(client) {
+		return nil, fmt.Errorf("%w: redisbucket.New: nil client (%T)", keyrate.ErrInvalidOption, client)
 	}
 	if known, enabled := contextTimeouts(client); known && !enabled {
 		return nil, fmt.Errorf("%w: redisbucket.New: the client's ContextTimeoutEnabled is false, so no timeout could bound a call: set it in the client's options",
