@@ -59,7 +59,9 @@
 //     ErrUnavailable, so that a caller can tell an outage from a rate limit;
 //   - FailOpen: allowed, with no error;
 //   - FallbackLocal: the answer of an in-process atomicbucket.Store under
-//     WithFallbackLimit, with no error, until Redis answers again.
+//     WithFallbackLimit, with no error, until Redis answers again (a cost
+//     above the fallback's Burst is denied as FailClosed denies, still with
+//     no error).
 //
 // Allow returns the policy's answer in every case. A caller's own context
 // that ends first is not an outage: the call returns its error.

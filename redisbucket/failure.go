@@ -32,7 +32,11 @@ const (
 	// under WithFallbackLimit) for as long as Redis does not answer, with
 	// no error, as FailOpen. Every call tries Redis first, so Redis takes
 	// over again on its first answer. The fallback's buckets are separate
-	// from Redis's: a key starts full in one when it switches.
+	// from Redis's: a key starts full in one when it switches. A cost
+	// above the fallback limit's Burst (but within the store's), which the
+	// fallback could never allow, is denied as FailClosed denies (RetryAfter
+	// the time cost tokens take to accrue under the store's limit), still
+	// with no error.
 	FallbackLocal
 )
 

@@ -63,14 +63,14 @@ var policyCases = []policyCase{
 	}},
 }
 
-// openFault returns a store for c's policy on addr, with the fault tests'
-// timeout and a frozen time source, counting OnError calls in errs.
-func openFault(t *testing.T, addr string, c policyCase, errs *atomic.Int64) (*redisbucket.Store, func()) {
+// openFault returns a store for c's policy on addr, with the given timeout
+// and a frozen time source, counting OnError calls in errs.
+func openFault(t *testing.T, addr string, c policyCase, errs *atomic.Int64, timeout time.Duration) (*redisbucket.Store, func()) {
 	t.Helper()
 	client := newClient(t, addr)
 	s := mustNew(t, client, faultLimit, append([]keyrate.Option{
 		redisbucket.WithFailurePolicy(c.policy),
-		redisbucket.WithTimeout(faultTimeout),
+		redisbucket.WithTimeout(timeout),
 		redisbucket.WithTimeSource(clock.NewManual(start)),
 		redisbucket.WithPrefix(uniquePrefix(t)),
 		redisbucket.WithOnError(func(err error) {
@@ -105,7 +105,7 @@ func TestKilledServer(t *testing.T) {
 		t.Run(c.policy.String(), func(t *testing.T) {
 			srv := server(t)
 			var errs atomic.Int64
-			s, closeClient := openFault(t, srv.Addr(), c, &errs)
+			s, closeClient := openFault(t, srv.Addr(), c, &errs, faultTimeout)
 			if d, err := s.AllowN("k", 1); !d.Allowed || d.Remaining != 99 || err != nil {
 				t.Fatalf("before the kill: %+v, %v; want allowed with 99 left", d, err)
 			}
@@ -190,7 +190,7 @@ func TestSlowServer(t *testing.T) {
 		t.Run(c.policy.String(), func(t *testing.T) {
 			srv := server(t)
 			var errs atomic.Int64
-			s, _ := openFault(t, srv.Addr(), c, &errs)
+			s, _ := openFault(t, srv.Addr(), c, &errs, faultTimeout)
 			admin := newClient(t, srv.Addr())
 			if !s.Allow("warm") { // loads the script and opens a connection
 				t.Fatal("the first call was denied")
@@ -220,5 +220,30 @@ func TestSlowServer(t *testing.T) {
 				t.Errorf("Stats = %+v, OnError calls %d; want one error, one degraded", st, errs.Load())
 			}
 		})
+	}
+}
+
+// TestFallbackCostAboveItsBurst: under FallbackLocal, a cost the store's
+// limit allows but the fallback's Burst cannot is denied, with no error and
+// the RetryAfter FailClosed would give (the time the cost takes to accrue
+// under the store's limit), never an error the docs do not promise.
+func TestFallbackCostAboveItsBurst(t *testing.T) {
+	var errs atomic.Int64
+	s, _ := openFault(t, unreachable, policyCases[2], &errs, faultTimeout)
+	for _, cost := range []int{4, 100} {
+		d, err := s.AllowN("k", cost)
+		want := keyrate.Decision{Limit: faultLimit, RetryAfter: time.Duration(cost) * 36 * time.Second}
+		if d != want || err != nil {
+			t.Errorf("AllowN(k, %d) during an outage = %+v, %v; want %+v and no error", cost, d, err, want)
+		}
+	}
+	// The fallback's own bucket is untouched: its burst of 3 is all there.
+	for i := range 3 {
+		if d, err := s.AllowN("k", 1); !d.Allowed || d.Limit != fallbackLimit || err != nil {
+			t.Errorf("AllowN(k, 1) #%d after the denied costs = %+v, %v; want the fallback's allowed answer", i, d, err)
+		}
+	}
+	if st := s.Stats(); st.Degraded != 5 || st.Errors != 5 {
+		t.Errorf("Stats = %+v, want 5 errors and 5 degraded", st)
 	}
 }

@@ -44,6 +44,8 @@ type Store struct {
 	policy   keyrate.Policy // for CheckCost
 	set      settings
 	fallback *atomicbucket.Store // nil unless the policy is FallbackLocal
+	// fallbackBurst is the fallback limit's Burst.
+	fallbackBurst int
 
 	calls, errs, degraded atomic.Uint64
 }
@@ -119,6 +121,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		if s.fallback, err = atomicbucket.New(fl, local...); err != nil {
 			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
 		}
+		s.fallbackBurst = fl.Burst
 	}
 	return s, nil
 }
@@ -188,6 +191,11 @@ func (s *Store) AllowNContext(ctx context.Context, key string, cost int) (keyrat
 	case FailOpen:
 		return keyrate.Decision{Allowed: true, Limit: s.units.limit}, nil
 	case FallbackLocal:
+		if cost > s.fallbackBurst {
+			// The fallback can never allow it: deny as FailClosed does,
+			// without the error, as the policy promises.
+			return s.closed(cost), nil
+		}
 		return s.fallback.AllowN(key, cost)
 	}
 	return s.closed(cost), err
