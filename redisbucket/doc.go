@@ -37,6 +37,18 @@
 // replay random schedules on both, and run the conformance suite with
 // WithTimeSource, which sends explicit times instead of reading TIME).
 //
+// # Values the store did not write
+//
+// A bucket key holding a value no Store writes (another program's string,
+// a hash or list, a number out of range) is malformed. The script answers
+// as if the bucket were empty at the time of the call, which never admits
+// more than the limit whatever the failure policy; AllowN replaces the
+// value with that empty bucket, which then refills and expires as any
+// other, so the key heals within one fill time (Peek writes nothing). It
+// is not an outage: the call returns Redis's answer with no error, counts
+// in Stats.Malformed, and passes an error wrapping ErrMalformedBucket to
+// the WithOnError callback.
+//
 // # Keys
 //
 // The Redis key of user key k is prefix+k, or prefix+"{"+k+"}" with

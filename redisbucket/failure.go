@@ -10,6 +10,13 @@ import (
 // ran out. It wraps the cause.
 var ErrUnavailable = errors.New("redisbucket: redis unavailable")
 
+// ErrMalformedBucket reports a bucket key that held a value no Store writes:
+// another program's value, a value of another Redis type, or one out of
+// range. The store answered as for an empty bucket instead (see
+// Stats.Malformed); this error only goes to the WithOnError callback,
+// never to a caller.
+var ErrMalformedBucket = errors.New("redisbucket: malformed bucket value")
+
 // FailurePolicy is what a Store answers when Redis does not. It is chosen
 // at construction with WithFailurePolicy. Whatever the policy, a call never
 // waits past the store's timeout, never panics, and the failure is counted
@@ -65,4 +72,8 @@ type Stats struct {
 	// Degraded is the number of decisions the failure policy made
 	// instead of Redis.
 	Degraded uint64
+	// Malformed is the number of AllowN and Peek calls that found a value
+	// at the bucket's key that no Store writes (see ErrMalformedBucket)
+	// and answered as for an empty bucket.
+	Malformed uint64
 }

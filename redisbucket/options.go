@@ -108,9 +108,11 @@ func WithFallbackLimit(l keyrate.Limit) keyrate.Option {
 }
 
 // WithOnError sets a function called with every error a Redis round trip
-// returns, from the calling goroutine, before the call returns: keep it
-// fast. A nil f is no callback, the default. Stats counts the errors either
-// way.
+// returns (wrapping ErrUnavailable), and with an error wrapping
+// ErrMalformedBucket, naming the Redis key, for every call that found a
+// malformed value at its bucket's key. It is called from the calling
+// goroutine, before the call returns: keep it fast. A nil f is no
+// callback, the default. Stats counts both either way.
 func WithOnError(f func(error)) keyrate.Option {
 	return keyrate.StoreOption("redisbucket.WithOnError", func(s *settings) error {
 		s.onError = f

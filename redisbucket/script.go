@@ -35,15 +35,26 @@ const (
 //
 // KEYS[1] is the bucket. ARGV is now in µs ("-1": the server's TIME), the
 // cost (0: peek, which writes nothing), K (ticks per µs), I (ticks per
-// token), F (ticks to fill an empty bucket) and the least TTL in ms. The stored value is "a:b",
-// the TAT as a whole µs a plus b ticks (0 ≤ b < K); no value is a full
-// bucket. A successful spend sets the value with PX at the time the bucket
-// will be full again, rounded up to a whole ms (or the least TTL, if
-// longer), so idle keys delete themselves. A key that outlives its TAT is
-// a full bucket, as a missing one is, so a longer TTL costs only memory.
+// token), F (ticks to fill an empty bucket) and the least TTL in ms. The
+// stored value is "a:b", the TAT as a whole µs a plus b ticks (0 ≤ b < K);
+// no value is a full bucket. A successful spend sets the value with PX at
+// the time the bucket will be full again, rounded up to a whole ms (or the
+// least TTL, if longer), so idle keys delete themselves. A key that
+// outlives its TAT is a full bucket, as a missing one is, so a longer TTL
+// costs only memory.
 //
-// It returns {allowed, du, db}: the bucket's debt (TAT − now, 0 for a full
-// bucket) after the call, in whole µs du plus db ticks. Go turns that into
+// A value no call writes is malformed: not "a:b" in decimal digits, b ≥ K,
+// a TAT beyond the latest a call can write (now is at most 2^52 µs and a
+// debt at most F ticks), or a key of another type (GET answers WRONGTYPE).
+// The script then answers as for an empty bucket at now (debt F), which
+// never admits more than the limit, and a spend (allowed or not: with a
+// debt of F it is denied) overwrites the value with that empty bucket,
+// expiring as any other, so the key heals; a peek writes nothing.
+//
+// It returns {allowed, du, db, malformed}: the bucket's debt (TAT − now, 0
+// for a full bucket) after the call, in whole µs du plus db ticks, and 1 if
+// the value was malformed. du is at most 2^53 (a TAT of at most 2^52 µs +
+// F/K, read at now = 0), so du·1000 ns fits an int64. Go turns that into
 // the Decision with keyrate.Policy's rounding.
 //
 // Numbers go to redis.call through string.format('%.0f'), which is exact
@@ -57,28 +68,44 @@ if now < 0 then
 end
 if now > 4503599627370496 then now = 4503599627370496 end
 local cost, K, I, F = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local du, db = 0, 0
-local v = redis.call('GET', KEYS[1])
-if v then
-  local a, b = string.match(v, '^(%d+):(%d+)$')
-  a, b = tonumber(a), tonumber(b)
-  if a == nil or b == nil or b >= K then
-    return redis.error_reply('keyrate: malformed bucket value')
-  end
-  if a >= now then du, db = a - now, b end
+local du, db, bad = 0, 0, 0
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then
+  return redis.error_reply(v.err or 'keyrate: GET failed')
 end
-if cost == 0 or du * K > F then return {0, du, db} end
+if v then
+  local a, b
+  if type(v) == 'string' then
+    local sa, sb = string.match(v, '^(%d+):(%d+)$')
+    if sa and #sa <= 17 and #sb <= 17 then a, b = tonumber(sa), tonumber(sb) end
+  end
+  if a == nil or b >= K or (a - 4503599627370496) * K > F then
+    bad = 1
+    db = math.fmod(F, K)
+    du = (F - db) / K
+  elseif a >= now then
+    du, db = a - now, b
+  end
+end
+local function put(nd)
+  local ndb = math.fmod(nd, K)
+  local ndu = (nd - ndb) / K
+  local unit = K * 1000
+  local r = math.fmod(nd, unit)
+  local ttl = (nd - r) / unit
+  if r > 0 then ttl = ttl + 1 end
+  if ttl < tonumber(ARGV[6]) then ttl = tonumber(ARGV[6]) end
+  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', now + ndu, ndb), 'PX', string.format('%.0f', ttl))
+  return ndu, ndb
+end
+if cost == 0 or du * K > F then return {0, du, db, bad} end
 local nd = du * K + db + cost * I
-if nd > F then return {0, du, db} end
-db = math.fmod(nd, K)
-du = (nd - db) / K
-local unit = K * 1000
-local r = math.fmod(nd, unit)
-local ttl = (nd - r) / unit
-if r > 0 then ttl = ttl + 1 end
-if ttl < tonumber(ARGV[6]) then ttl = tonumber(ARGV[6]) end
-redis.call('SET', KEYS[1], string.format('%.0f:%.0f', now + du, db), 'PX', string.format('%.0f', ttl))
-return {1, du, db}
+if nd > F then
+  if bad == 1 then put(F) end
+  return {0, du, db, bad}
+end
+du, db = put(nd)
+return {1, du, db, bad}
 `)
 
 // units is a Limit compiled for the script: time in ticks of 1/k µs, with
@@ -144,6 +171,23 @@ func gcd(a, b uint64) uint64 {
 // plus ticks, each below 2^53.
 type debt struct{ micros, ticks int64 }
 
+// maxDebtMicros bounds the whole µs of a debt the script returns: a TAT of
+// at most maxMicros + F/K µs (F ≤ maxFill, K ≥ 1), read at now = 0.
+const maxDebtMicros = maxMicros + maxFill
+
+// checkReply returns nil if res is a reply the script can give for u:
+// {allowed, du, db, malformed}, each in range, so that no Decision built
+// from it can hold a negative or wrapped duration.
+func (u *units) checkReply(res []int64) error {
+	if len(res) != 4 {
+		return fmt.Errorf("script returned %d values, want 4", len(res))
+	}
+	if res[0] < 0 || res[0] > 1 || res[1] < 0 || res[1] > maxDebtMicros || res[2] < 0 || res[2] >= u.k || res[3] < 0 || res[3] > 1 {
+		return fmt.Errorf("script returned %v, out of range", res)
+	}
+	return nil
+}
+
 // ticks returns the debt in ticks, and false if it exceeds the fill time
 // (which happens only after the clock went backwards).
 func (u *units) ticks(d debt) (int64, bool) {
@@ -155,10 +199,11 @@ func (u *units) ticks(d debt) (int64, bool) {
 }
 
 // nanos returns d plus extra ticks (which may be negative) in ns, rounded
-// up, without overflow: d.micros is below 2^53, so d.micros·1000 is below
-// 2^63.
+// up, and 0 if that is negative (which no reply of the script leads to),
+// without overflow: d.micros is at most maxDebtMicros = 2^53 (checkReply),
+// so d.micros·1000 is below 2^63, and |extra| is at most F ≤ 2^52.
 func (u *units) nanos(d debt, extra int64) time.Duration {
-	return time.Duration(d.micros*nsPerMicro + ceilDiv((d.ticks+extra)*nsPerMicro, u.k))
+	return time.Duration(max(d.micros*nsPerMicro+ceilDiv((d.ticks+extra)*nsPerMicro, u.k), 0))
 }
 
 // ceilDiv returns ⌈n/d⌉ for d > 0.

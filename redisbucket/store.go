@@ -47,7 +47,7 @@ type Store struct {
 	// fallbackBurst is the fallback limit's Burst.
 	fallbackBurst int
 
-	calls, errs, degraded atomic.Uint64
+	calls, errs, degraded, malformed atomic.Uint64
 }
 
 var _ keyrate.Limiter = (*Store)(nil)
@@ -261,16 +261,27 @@ func (s *Store) eval(parent context.Context, key string, cost int) (debt, bool, 
 	if ts := s.set.timeSource; ts != nil {
 		now, minTTL = strconv.FormatInt(micros(ts.Now()), 10), timeSourceTTLArg
 	}
-	res, err := gcraScript.Run(ctx, s.client, []string{s.redisKey(key)},
+	rkey := s.redisKey(key)
+	res, err := gcraScript.Run(ctx, s.client, []string{rkey},
 		now, cost, s.units.argK, s.units.argI, s.units.argF, minTTL).Int64Slice()
-	if err == nil && len(res) != 3 {
-		err = fmt.Errorf("script returned %d values, want 3", len(res))
+	if err == nil {
+		err = s.units.checkReply(res)
 	}
 	if err != nil {
 		if parent.Err() != nil {
 			return debt{}, false, err // the caller gave up: not an outage
 		}
 		return debt{}, false, s.fail(err)
+	}
+	if res[3] == 1 {
+		s.malformed.Add(1)
+		if f := s.set.onError; f != nil {
+			what := "answered as an empty bucket and replaced with one"
+			if cost == 0 {
+				what = "answered as an empty bucket (Peek writes nothing)"
+			}
+			f(fmt.Errorf("%w at key %q: %s", ErrMalformedBucket, rkey, what))
+		}
 	}
 	return debt{micros: res[1], ticks: res[2]}, res[0] == 1, nil
 }
@@ -371,5 +382,5 @@ func (s *Store) scanPage(ctx context.Context, c redis.Cmdable, cursor uint64, pa
 
 // Stats returns the store's counts of Redis calls and failures so far.
 func (s *Store) Stats() Stats {
-	return Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load()}
+	return Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load(), Malformed: s.malformed.Load()}
 }

@@ -103,10 +103,14 @@ func TestRedisKeys(t *testing.T) {
 		}
 	}
 
-	// A value another program wrote is an error, not a guess.
+	// A value another program wrote is an empty bucket, replaced by one
+	// (TestMalformedValue tests it under each policy).
 	client.Set(ctx, "b:bad", "not a bucket", time.Minute)
-	if d, err := other.AllowN("bad", 1); err == nil || !strings.Contains(err.Error(), "malformed bucket value") || d.Allowed {
-		t.Errorf(`AllowN("bad") = %+v, %v; want a denial and the script's error`, d, err)
+	if d, err := other.AllowN("bad", 1); err != nil || d.Allowed || other.Stats().Malformed != 1 {
+		t.Errorf(`AllowN("bad") = %+v, %v, Stats %+v; want a denial, no error and one malformed value`, d, err, other.Stats())
+	}
+	if got, err := client.Get(ctx, "b:bad").Result(); err != nil || got != "3600060000000:0" {
+		t.Errorf(`GET "b:bad" = %q, %v; want the empty bucket "3600060000000:0"`, got, err)
 	}
 }
 
