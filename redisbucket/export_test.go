@@ -1,0 +1,15 @@
+package redisbucket
+
+import "github.com/keyrate/keyrate"
+
+// MaxBurst returns the largest Burst New accepts at l's Rate and Per.
+func MaxBurst(l keyrate.Limit) int {
+	u, err := compileUnits(l.WithBurst(1))
+	if err != nil {
+		panic(err)
+	}
+	return int(maxFill / u.interval)
+}
+
+// MaxMicros is the latest time the script reads, in µs.
+const MaxMicros = maxMicros
