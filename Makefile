@@ -53,10 +53,11 @@ fuzz:
 		done; \
 	done
 
-## benchrace: every benchmark once under the race detector, so that the
-## harness itself is race-free (key counts are scaled down under -race)
+## benchrace: every benchmark of every package once under the race
+## detector, so that the harnesses themselves are race-free (they scale
+## their key counts and inputs down under -race; see internal/racetest)
 benchrace:
-	$(GO) test -race -run '^$$' -bench . -benchtime 1x ./bench/...
+	$(GO) test -race -run '^$$' -bench . -benchtime 1x $(PKGS)
 
 # The benchmark matrix (see bench/run.sh). make bench and make report FULL=1
 # run the full one: -count 10 at -cpu 1, 2, 4, ... up to twice the CPUs,

@@ -5,11 +5,14 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // BenchmarkAllow is the one driver: every subject on every workload, named
 // store=<subject>/wl=<workload>; core counts come from -cpu.
 func BenchmarkAllow(b *testing.B) {
+	racetest.Bench()
 	for _, sc := range subjects {
 		for _, wl := range workloads {
 			b.Run("store="+sc.name+"/wl="+wl.name, func(b *testing.B) {

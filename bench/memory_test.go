@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // memoryKeys is how many keys BenchmarkMemory inserts (maxKeys of it).
@@ -19,6 +21,7 @@ const memoryKeys = 1_000_000
 // GOMAXPROCS (the GC marks in parallel), so bench/run.sh runs it without
 // -cpu: at GOMAXPROCS = the machine's CPUs, as in production.
 func BenchmarkMemory(b *testing.B) {
+	racetest.Bench()
 	for _, sc := range subjects {
 		b.Run("store="+sc.name, func(b *testing.B) {
 			freeFixtures()

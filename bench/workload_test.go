@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // Limits the workloads run under. The stores evict a key whose bucket is
@@ -41,7 +42,7 @@ const maxRaceKeys = 4096
 // maxKeys returns the distinct keys a workload that claims n uses: n, or
 // maxRaceKeys when the race detector is on and n is larger.
 func maxKeys(n int) int {
-	if raceEnabled {
+	if racetest.Enabled {
 		return min(n, maxRaceKeys)
 	}
 	return n

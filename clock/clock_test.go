@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 func TestSystemIsMonotonic(t *testing.T) {
@@ -83,6 +84,7 @@ func TestManualConcurrent(t *testing.T) {
 //
 //	go test -run '^$' -bench Clock -count 10 ./clock/ | benchstat -col /clock -
 func BenchmarkClock(b *testing.B) {
+	racetest.Bench()
 	b.Run("clock=system", func(b *testing.B) {
 		c := clock.System()
 		for i := 0; i < b.N; i++ {

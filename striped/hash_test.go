@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // BenchmarkHash compares the two seeded hashes the striped store could use
@@ -16,6 +18,7 @@ import (
 //
 //	go test -run '^$' -bench Hash -count 10 ./striped/ | benchstat -col /hash -
 func BenchmarkHash(b *testing.B) {
+	racetest.Bench()
 	for _, n := range []int{8, 16, 64} {
 		key := string(make([]byte, n))
 		b.Run(fmt.Sprintf("hash=maphash/len=%d", n), func(b *testing.B) {

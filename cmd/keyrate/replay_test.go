@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // example is the input from the replay issue.
@@ -430,12 +432,18 @@ func FuzzReplayReference(f *testing.F) {
 }
 
 // BenchmarkReplay decides a stream of a million requests from ten thousand
-// clients, to check that replay keeps up with large inputs.
+// clients, to check that replay keeps up with large inputs (under the race
+// detector, ten thousand requests from a hundred clients).
 func BenchmarkReplay(b *testing.B) {
+	racetest.Bench()
+	requests, clients := 1_000_000, 10_000
+	if racetest.Enabled {
+		requests, clients = 10_000, 100
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	reqs := make([]request, 1_000_000)
+	reqs := make([]request, requests)
 	for i := range reqs {
-		reqs[i] = request{client: fmt.Sprint("client", rng.IntN(10_000)), ts: int64(i / 2)}
+		reqs[i] = request{client: fmt.Sprint("client", rng.IntN(clients)), ts: int64(i / 2)}
 	}
 	input := stream(7, 100, reqs)
 	for _, name := range storeNames {

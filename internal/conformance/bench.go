@@ -12,10 +12,15 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
-// benchKeys returns the key count of the store benchmarks: 1 000 000, or
-// KEYRATE_BENCH_KEYS.
+// maxRaceBenchKeys is the key count of the store benchmarks under the race
+// detector, where filling a million keys for every run would take minutes.
+const maxRaceBenchKeys = 4096
+
+// benchKeys returns the key count of the store benchmarks: 1 000 000
+// (maxRaceBenchKeys under the race detector), or KEYRATE_BENCH_KEYS.
 func benchKeys(b *testing.B) int {
 	if v := os.Getenv("KEYRATE_BENCH_KEYS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -23,6 +28,9 @@ func benchKeys(b *testing.B) int {
 			b.Fatalf("KEYRATE_BENCH_KEYS=%q is not a count of at least 2", v)
 		}
 		return n
+	}
+	if racetest.Enabled {
+		return maxRaceBenchKeys
 	}
 	return 1_000_000
 }
@@ -39,6 +47,7 @@ func benchKey(i int) string { return "user-" + strconv.Itoa(1_000_000_000+i) }
 //
 //	go test -run '^$' -bench Sweep -benchtime 2s ./striped/
 func BenchSweep(b *testing.B, s Bounded) {
+	racetest.Bench()
 	for _, sweeping := range []bool{false, true} {
 		for _, mode := range keyModes {
 			on := map[bool]string{false: "off", true: "on"}[sweeping]
@@ -128,6 +137,7 @@ func benchSweep(b *testing.B, s Bounded, sweeping bool) {
 //
 //	go test -run '^$' -bench KeyMemory -benchtime 1x ./striped/
 func BenchKeyMemory(b *testing.B, s Bounded) {
+	racetest.Bench()
 	for _, mode := range keyModes {
 		b.Run(fmt.Sprintf("store=%s/%s", s.Name, mode.name), func(b *testing.B) {
 			s := s.with(mode.opts...)
