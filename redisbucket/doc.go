@@ -37,6 +37,26 @@
 // replay random schedules on both, and run the conformance suite with
 // WithTimeSource, which sends explicit times instead of reading TIME).
 //
+// # Redis must not evict buckets
+//
+// A bucket that Redis deletes before it is full again comes back full, so
+// the limit holds only under maxmemory-policy noeviction. Every bucket key
+// has a TTL, so every other policy, volatile-* included, lets Redis evict
+// buckets when memory runs short, and a client that fills memory with keys
+// of its own (each new key it uses is one) can have another client's
+// emptied bucket evicted, and that client admitted far above its limit.
+// New therefore reads maxmemory-policy from every server with CONFIG GET
+// and refuses any other policy with an error wrapping ErrEvictingPolicy;
+// WithEvictionAllowed accepts the risk and skips the check. When the check
+// cannot be made (CONFIG disabled or denied, as on many managed services;
+// the server unreachable or too slow at start) the store still starts:
+// PolicyCheck reports an error wrapping ErrPolicyUnchecked, which New also
+// passes to the WithOnError callback. Under noeviction a server that
+// reaches maxmemory refuses the script's writes (OOM) instead, for every
+// key, and the store answers that as an outage, by its failure policy
+// (FailOpen then admits every request): give Redis the memory for every
+// key in use within one fill time.
+//
 // # Values the store did not write
 //
 // A bucket key holding a value no Store writes (another program's string,

@@ -50,3 +50,20 @@ func ExampleFallbackLocal() {
 	// true 0 <nil>
 	// false 0 <nil>
 }
+
+// New checks that Redis may not evict buckets (maxmemory-policy
+// noeviction). When it cannot tell, here because nothing listens on port 1,
+// the store still starts and PolicyCheck says why; a server that may evict
+// would have made New fail with ErrEvictingPolicy.
+func ExampleStore_PolicyCheck() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond))
+	fmt.Println(err)
+	err = limiter.PolicyCheck()
+	fmt.Println(errors.Is(err, redisbucket.ErrPolicyUnchecked), errors.Is(err, redisbucket.ErrUnavailable))
+	// Output:
+	// <nil>
+	// true true
+}

@@ -61,7 +61,8 @@ func (p FailurePolicy) String() string {
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
 }
 
-// Stats counts a store's calls to Redis since New. Each count only grows.
+// Stats counts a store's calls to Redis since New (not counting New's check
+// of maxmemory-policy: see Store.PolicyCheck). Each count only grows.
 type Stats struct {
 	// Calls is the number of Redis round trips attempted: one per AllowN,
 	// Peek and each SCAN page of Len, not counting calls rejected for bad

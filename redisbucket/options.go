@@ -31,6 +31,8 @@ type settings struct {
 	fallback   *keyrate.Limit // nil: the store's limit
 	onError    func(error)
 	timeSource clock.Clock // nil: the server's TIME
+	// evictionAllowed skips New's check of maxmemory-policy.
+	evictionAllowed bool
 }
 
 func defaults() settings {

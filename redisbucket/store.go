@@ -2,6 +2,7 @@ package redisbucket
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -35,6 +36,10 @@ import (
 // FailurePolicy answers instead (WithFailurePolicy, default FailClosed),
 // and the failure is counted in Stats.
 //
+// The limit holds only while Redis keeps every bucket until it is full
+// again: New refuses a server whose maxmemory-policy may evict keys (see
+// ErrEvictingPolicy and WithEvictionAllowed).
+//
 // A Store is safe for concurrent use; its concurrency is the client's
 // connection pool. Create one with New; the zero value is not usable. The
 // Store does not own the client: close the client when done with both.
@@ -46,6 +51,10 @@ type Store struct {
 	fallback *atomicbucket.Store // nil unless the policy is FallbackLocal
 	// fallbackBurst is the fallback limit's Burst.
 	fallbackBurst int
+
+	// policyErr is PolicyCheck's answer: nil, or why New could not check
+	// the servers' maxmemory-policy.
+	policyErr error
 
 	calls, errs, degraded, malformed atomic.Uint64
 }
@@ -65,10 +74,24 @@ var _ keyrate.Limiter = (*Store)(nil)
 // below 1µs, or a fill time beyond 2^52 ticks of 1/k µs (142 years at k =
 // 1). It returns an error wrapping keyrate.ErrInvalidOption for a nil
 // client (nil itself, or a nil pointer of any client type, such as
-// (*redis.Client)(nil)), one without context deadlines, an option that does not apply
-// (keyrate.WithClock among them: use WithTimeSource for tests; and
-// keyrate.WithMaxKeys, WithSweepInterval and WithHashedKeys, since Redis
-// expires a key when its bucket is full), or an option value out of range. New sends nothing to Redis.
+// (*redis.Client)(nil)), one without context deadlines, an option that
+// does not apply (keyrate.WithClock among them: use WithTimeSource for
+// tests; and keyrate.WithMaxKeys, WithSweepInterval and WithHashedKeys,
+// since Redis expires a key when its bucket is full), or an option value
+// out of range. Those checks send nothing to Redis.
+//
+// Then, unless WithEvictionAllowed is given, New sends one CONFIG GET
+// maxmemory-policy to every server behind client (each node of a Cluster,
+// each shard of a Ring), all within the store's timeout, and returns an
+// error wrapping ErrEvictingPolicy, naming the server and its policy, if
+// any answers a policy other than noeviction: see ErrEvictingPolicy for
+// why. If a server cannot answer (CONFIG renamed away or denied by an ACL,
+// as on many managed services; the server unreachable, or too slow, at
+// start) New still returns the store, since an outage is the failure
+// policy's to answer: PolicyCheck then returns an error wrapping
+// ErrPolicyUnchecked that says why, and New passes that error to the
+// WithOnError callback, if any, before it returns. The check is not a call
+// Stats counts.
 func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	set := defaults()
 	common, err := keyrate.Configure(&set, opts...)
@@ -122,6 +145,16 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
 		}
 		s.fallbackBurst = fl.Burst
+	}
+	s.policyErr = errSkipped
+	if !set.evictionAllowed {
+		s.policyErr = checkPolicy(client, set.timeout)
+		if errors.Is(s.policyErr, ErrEvictingPolicy) {
+			return nil, s.policyErr
+		}
+		if s.policyErr != nil && set.onError != nil {
+			set.onError(s.policyErr)
+		}
 	}
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -164,25 +165,94 @@ func (s *Server) start() error {
 	return nil
 }
 
+// Pause makes the server take in no command from any client (CLIENT
+// PAUSE ALL) for d, and returns once the pause is in effect: a command any
+// client sends before it ends is answered only after it, however long the
+// caller's timeout. Kill ends a pause early; Redis 7.0 postpones even
+// CLIENT UNPAUSE.
+func (s *Server) Pause(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	reply, err := command(s.Addr(), 10*time.Second, "CLIENT", "PAUSE", strconv.FormatInt(d.Milliseconds(), 10), "ALL")
+	if err != nil || reply != "OK" {
+		tb.Fatalf("redistest: CLIENT PAUSE: %q, %v", reply, err)
+	}
+}
+
+// StartCluster starts a redis-server in cluster mode, as Start does, and
+// makes it a one-node cluster that holds every slot, waiting until the
+// cluster is ok.
+func StartCluster(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	s := Start(tb, append([]string{"--cluster-enabled", "yes"}, extra...)...)
+	if reply, err := command(s.Addr(), 10*time.Second, "CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil || reply != "OK" {
+		tb.Fatalf("redistest: CLUSTER ADDSLOTSRANGE: %q, %v", reply, err)
+	}
+	deadline := time.Now().Add(readyWithin)
+	for {
+		info, err := command(s.Addr(), 10*time.Second, "CLUSTER", "INFO")
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: the one-node cluster is not ok within %v: %q, %v", readyWithin, info, err)
+		}
+		// Poll again: the node takes a moment to see its slots assigned.
+	}
+}
+
 // ping sends one PING on a fresh connection and reads +PONG.
 func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	reply, err := command(addr, time.Second, "PING")
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	if reply != "PONG" {
+		return fmt.Errorf("PING answered %q", reply)
 	}
 	return nil
+}
+
+// command sends one command on a fresh connection and returns its reply, a
+// simple or bulk string; an error reply is an error. within bounds the
+// whole exchange.
+func command(addr string, within time.Duration, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, within)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(within))
+	var req strings.Builder
+	fmt.Fprintf(&req, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(req.String())); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "-"):
+		return "", errors.New(line[1:])
+	case strings.HasPrefix(line, "$"):
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("bad bulk reply %q", line)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
 }
 
 // freePort asks the kernel for a free loopback port. Another process could
