@@ -58,5 +58,7 @@
 // ByIP keys by the connection's remote address. Forwarding headers are read
 // only when that address is in a trusted proxy range (TrustProxies), and
 // then only the one header the proxies set (ForwardedHeader); see ByIP for
-// the walk that picks the client out of the chain and for IPv6 grouping.
+// the walk that picks the client out of the chain, for IPv6 grouping
+// (link-local addresses are keyed whole), and for requests that came over
+// a Unix socket (one key per socket).
 package httplimit

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -20,13 +21,18 @@ func (k *ipKey) key(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if !addr.IsValid() { // a Unix-socket peer
+		return raw, nil
+	}
 	if addr.Is4() {
 		if raw != "" {
 			return raw, nil // already canonical text: no allocation
 		}
 		return addr.String(), nil
 	}
-	if k.v6bits == 128 {
+	if k.v6bits == 128 || addr.IsLinkLocalUnicast() {
+		// A link-local address (fe80::/10) is unique only on its link:
+		// its prefix is shared by every host on every link.
 		return addr.String(), nil
 	}
 	p, err := addr.Prefix(k.v6bits)
@@ -37,11 +43,16 @@ func (k *ipKey) key(r *http.Request) (string, error) {
 }
 
 // client returns r's client address, unmapped and without a zone, and, if
-// it is IPv4 and was written canonically in the request, that text. See ByIP
-// for the walk through the forwarding header.
+// it is IPv4 and was written canonically in the request, that text. For a
+// request that came over a Unix socket and whose RemoteAddr is no IP
+// address it returns the zero Addr and the socket's key. See ByIP for the
+// walk through the forwarding header.
 func (k *ipKey) client(r *http.Request) (netip.Addr, string, error) {
 	peer, raw, ok := parseHostPort(r.RemoteAddr)
 	if !ok {
+		if key, ok := unixKey(r); ok {
+			return netip.Addr{}, key, nil
+		}
 		return netip.Addr{}, "", fmt.Errorf("%w: remote address %q is not an IP address", ErrBadAddress, r.RemoteAddr)
 	}
 	if !k.isTrusted(peer) {
@@ -74,6 +85,20 @@ func (k *ipKey) client(r *http.Request) (netip.Addr, string, error) {
 		}
 	}
 	return peer, raw, nil // every hop is trusted: the left-most
+}
+
+// unixKey returns the key of a request that came over a Unix socket,
+// "unix:" and the socket's name, and false for any other request.
+func unixKey(r *http.Request) (string, bool) {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil {
+		return "", false
+	}
+	switch local.Network() {
+	case "unix", "unixpacket":
+		return "unix:" + local.String(), true
+	}
+	return "", false
 }
 
 // isTrusted reports whether a is in a trusted proxy range.

@@ -82,6 +82,14 @@ func TestByIP(t *testing.T) {
 		{"IPv6 /48", []IPOption{IPv6Prefix(48)}, request("[2001:db8:1:2:3:4:5:6]:443"), "2001:db8:1::/48"},
 		{"IPv6 /128", []IPOption{IPv6Prefix(128)}, request("[2001:db8:1:2:3:4:5:6]:443"), "2001:db8:1:2:3:4:5:6"},
 		{"IPv6 zone dropped", []IPOption{IPv6Prefix(128)}, request("[fe80::1%eth0]:443"), "fe80::1"},
+		// Link-local addresses (fe80::/10) share no prefix a host owns:
+		// each is its own key, whatever IPv6Prefix says.
+		{"link-local", nil, request("[fe80::1%eth0]:443"), "fe80::1"},
+		{"link-local neighbour", nil, request("[fe80::2%eth0]:443"), "fe80::2"},
+		{"link-local EUI-64", nil, request("[fe80::21a:2bff:fe3c:4d5e]:443"), "fe80::21a:2bff:fe3c:4d5e"},
+		{"link-local /10 end", []IPOption{IPv6Prefix(16)}, request("[febf:ffff::1]:443"), "febf:ffff::1"},
+		{"site-local is not link-local", nil, request("[fec0::1]:443"), "fec0::/64"},
+		{"link-local via a trusted proxy", []IPOption{trust}, request("10.0.0.2:1234", xff, "fe80::7"), "fe80::7"},
 		{"IPv4-mapped IPv6", nil, request("[::ffff:192.0.2.1]:80"), "192.0.2.1"},
 		{"IPv4-mapped trusted range", []IPOption{TrustProxies("::ffff:10.0.0.0/104")}, request("10.1.2.3:80", xff, "203.0.113.9"), "203.0.113.9"},
 		{"remote without port", nil, request("198.51.100.7"), "198.51.100.7"},
@@ -146,11 +154,11 @@ func FuzzClientIP(f *testing.F) {
 				continue
 			}
 			if p, perr := netip.ParsePrefix(got); perr == nil {
-				if p.Bits() != 64 || !p.Addr().Is6() || p.Masked() != p || p.String() != got {
-					t.Fatalf("%s: key %q is not a canonical IPv6 /64", header, got)
+				if p.Bits() != 64 || !p.Addr().Is6() || p.Addr().IsLinkLocalUnicast() || p.Masked() != p || p.String() != got {
+					t.Fatalf("%s: key %q is not a canonical IPv6 /64 outside fe80::/10", header, got)
 				}
-			} else if a, aerr := netip.ParseAddr(got); aerr != nil || !a.Is4() || a.String() != got {
-				t.Fatalf("%s: key %q is neither a canonical IPv4 address nor a /64", header, got)
+			} else if a, aerr := netip.ParseAddr(got); aerr != nil || !(a.Is4() || a.Is6() && a.IsLinkLocalUnicast() && a.Zone() == "") || a.String() != got {
+				t.Fatalf("%s: key %q is neither a canonical IPv4 address, an IPv6 link-local one nor a /64", header, got)
 			}
 			if peerErr != nil {
 				t.Fatalf("%s: key %q for remote %q, which alone is an error (%v)", header, got, remote, peerErr)

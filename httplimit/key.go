@@ -85,7 +85,20 @@ const DefaultIPv6Prefix = 64
 //
 // IPv4-mapped IPv6 addresses count as IPv4. An IPv4 client's key is its
 // address ("192.0.2.1"); an IPv6 client's is its /64 prefix
-// ("2001:db8:1:2::/64"), or the prefix IPv6Prefix sets.
+// ("2001:db8:1:2::/64"), or the prefix IPv6Prefix sets, except for a
+// link-local address (fe80::/10), whose prefix every host on every link
+// shares: its key is the whole address, without the zone ("fe80::1").
+//
+// A request that came over a Unix socket (an http.Server serving a Unix
+// listener) has no IP address: net/http sets its RemoteAddr to the peer's
+// socket name, "" or "@" (Linux) for the usual unbound peer. Unless
+// RemoteAddr holds an IP address (as a middleware before this one may set
+// it), such a request's key is "unix:" followed by the socket's name as
+// the listener has it ("unix:/run/app.sock"): every peer of one socket
+// counts as one local client and shares one bucket. Behind a proxy that
+// connects over a Unix socket every client would share it too, and
+// forwarding headers are not read from such a peer: key by the proxy's
+// header with ByHeader or ByFunc there.
 //
 // With no trusted proxies (the default) the key costs no allocation for an
 // IPv4 client. An invalid IPOption makes New fail with an error wrapping
@@ -153,7 +166,7 @@ func ForwardedHeader(name string) IPOption {
 
 // IPv6Prefix sets the prefix length, from 1 to 128, by which ByIP groups
 // IPv6 clients into one key. The default is DefaultIPv6Prefix (64); 128 keys
-// each IPv6 address on its own.
+// each IPv6 address on its own, as ByIP always keys a link-local one.
 func IPv6Prefix(bits int) IPOption {
 	return func(k *ipKey) error {
 		if bits < 1 || bits > 128 {
