@@ -34,6 +34,11 @@
 //     one it is the Retry-After value, since the draft says the two SHOULD
 //     name the same instant.
 //
+// Counts are clamped to what a structured-field Integer holds, 0 to
+// 999999999999999 (q for a Burst beyond it, r likewise), and times in
+// seconds are at most 9223372037, the longest time.Duration rounded up:
+// no value is ever negative or wrapped.
+//
 // A denied request also gets Retry-After in delay-seconds: RetryAfter
 // rounded up to a whole second, so never 0 on a deny. WithLegacyHeaders adds
 // X-RateLimit-Limit (q), X-RateLimit-Remaining (r) and X-RateLimit-Reset (t,

@@ -30,7 +30,7 @@ type policyFields struct {
 // newPolicyFields builds the fields for policy name and limit.
 func newPolicyFields(name string, limit keyrate.Limit) *policyFields {
 	quoted := `"` + name + `"`
-	burst := strconv.Itoa(limit.Burst)
+	burst := strconv.FormatInt(sfCount(limit.Burst), 10)
 	w := max(ceilSeconds(limit.FillTime()), 1)
 	return &policyFields{
 		limit:  limit,
@@ -40,7 +40,20 @@ func newPolicyFields(name string, limit keyrate.Limit) *policyFields {
 	}
 }
 
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d ≤ 0.
+// maxSFInteger is the largest structured-field Integer (RFC 8941: at most
+// 15 digits).
+const maxSFInteger = 999_999_999_999_999
+
+// sfCount returns n as a header count: clamped to [0, maxSFInteger], so
+// that a Burst or Remaining beyond 15 digits (keyrate allows a Burst up
+// to 2^62) is still a valid Integer, and a negative one (which no store
+// returns) is not sent.
+func sfCount(n int) int64 {
+	return min(max(int64(n), 0), maxSFInteger)
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d ≤ 0. The
+// longest time.Duration is 9223372037 s, well within an Integer.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -63,7 +76,7 @@ func (m *middleware) setHeaders(h http.Header, d keyrate.Decision) {
 	var buf [128]byte // the longest value: 69 + 2·20 + 3 bytes
 	b := append(buf[:0], p.prefix...)
 	r0 := len(b)
-	b = strconv.AppendInt(b, int64(d.Remaining), 10)
+	b = strconv.AppendInt(b, sfCount(d.Remaining), 10)
 	r1 := len(b)
 	b = append(b, ";t="...)
 	t0 := len(b)

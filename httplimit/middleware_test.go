@@ -3,6 +3,7 @@ package httplimit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -322,6 +323,59 @@ func TestOptionErrors(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.mention) {
 				t.Errorf("error %q does not mention %s", err, tt.mention)
+			}
+		})
+	}
+}
+
+// decisionLimiter answers every AllowN with a fixed Decision.
+type decisionLimiter struct {
+	keyrate.Limiter
+	d keyrate.Decision
+}
+
+func (f decisionLimiter) AllowN(string, int) (keyrate.Decision, error) { return f.d, nil }
+
+// TestHeaderExtremes: whatever Decision a limiter returns, at the ends of
+// time.Duration and int, every header value is a non-negative integer
+// within a structured-field Integer's 15 digits, never wrapped or negative.
+func TestHeaderExtremes(t *testing.T) {
+	const sfMax = "999999999999999"
+	huge := keyrate.Limit{Rate: 1, Per: 1, Burst: 1 << 62} // the largest Burst keyrate accepts
+	maxSecs := "9223372037" // math.MaxInt64 ns in whole seconds, rounded up
+	for _, c := range []struct {
+		name        string
+		d           keyrate.Decision
+		policy      string // RateLimit-Policy
+		rateLimit   string // RateLimit
+		retryAfter  string
+		legacyLimit string
+	}{
+		{"longest deny", keyrate.Decision{Limit: keyrate.PerMinute(3), RetryAfter: math.MaxInt64, ResetAfter: math.MaxInt64},
+			`"default";q=3;w=60`, `"default";r=0;t=` + maxSecs, maxSecs, "3"},
+		{"longest allow", keyrate.Decision{Allowed: true, Limit: keyrate.PerMinute(3), Remaining: 2, ResetAfter: math.MaxInt64},
+			`"default";q=3;w=60`, `"default";r=2;t=` + maxSecs, "", "3"},
+		{"negative durations", keyrate.Decision{Limit: keyrate.PerMinute(3), RetryAfter: math.MinInt64, ResetAfter: math.MinInt64},
+			`"default";q=3;w=60`, `"default";r=0;t=1`, "1", "3"},
+		{"negative remaining", keyrate.Decision{Allowed: true, Limit: keyrate.PerMinute(3), Remaining: -5, ResetAfter: -time.Second},
+			`"default";q=3;w=60`, `"default";r=0;t=0`, "", "3"},
+		{"huge burst and remaining", keyrate.Decision{Allowed: true, Limit: huge, Remaining: math.MaxInt64, ResetAfter: time.Second},
+			`"default";q=` + sfMax + ";w=4611686019", `"default";r=` + sfMax + ";t=1", "", sfMax},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mw, err := New(decisionLimiter{d: c.d}, WithLegacyHeaders())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			mw(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			h := rec.Result().Header
+			for name, want := range map[string]string{
+				"RateLimit-Policy": c.policy, "RateLimit": c.rateLimit, "Retry-After": c.retryAfter, "X-RateLimit-Limit": c.legacyLimit,
+			} {
+				if got := h.Get(name); got != want {
+					t.Errorf("%s: %q, want %q", name, got, want)
+				}
 			}
 		})
 	}
