@@ -342,7 +342,7 @@ func (f decisionLimiter) AllowN(string, int) (keyrate.Decision, error) { return 
 func TestHeaderExtremes(t *testing.T) {
 	const sfMax = "999999999999999"
 	huge := keyrate.Limit{Rate: 1, Per: 1, Burst: 1 << 62} // the largest Burst keyrate accepts
-	maxSecs := "9223372037" // math.MaxInt64 ns in whole seconds, rounded up
+	maxSecs := "9223372037"                                // math.MaxInt64 ns in whole seconds, rounded up
 	for _, c := range []struct {
 		name        string
 		d           keyrate.Decision
