@@ -46,8 +46,9 @@
 // the number of distinct keys the name claims. Under the race detector
 // (the benchrace make target runs every benchmark once) the key counts
 // above 4096 are scaled down to 4096 so that the pass stays quick; the
-// assertion then checks the scaled count, and the first benchmark prints
-// a line saying that these figures are not performance numbers.
+// assertion then checks the scaled count, each benchmark runs for 100ms
+// unless -benchtime is given (racetest.SetBenchTime), and the first one
+// prints a line saying that these figures are not performance numbers.
 //
 // BenchmarkMemory inserts 1M 16-byte keys into each store and reports the
 // live heap per key after a GC (B/key) and the duration of one forced GC

@@ -4,6 +4,7 @@
 package racetest
 
 import (
+	"flag"
 	"fmt"
 	"sync"
 )
@@ -22,5 +23,28 @@ var noticeOnce sync.Once
 func Bench() {
 	if Enabled {
 		noticeOnce.Do(func() { fmt.Println(Notice) })
+	}
+}
+
+// BenchTime is the -benchtime of a package whose TestMain calls
+// SetBenchTime, under the race detector: its figures mean nothing there,
+// and a second for each of dozens of benchmarks would make
+// "go test -race -bench . ./..." take minutes.
+const BenchTime = "100ms"
+
+// SetBenchTime, called from TestMain before m.Run, sets -test.benchtime to
+// BenchTime under the race detector unless the command line gave one. It
+// does nothing without the race detector.
+func SetBenchTime() {
+	if !Enabled {
+		return
+	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.benchtime" })
+	if !given {
+		if err := flag.Set("test.benchtime", BenchTime); err != nil {
+			panic(err)
+		}
 	}
 }
