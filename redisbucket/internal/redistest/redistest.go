@@ -65,24 +65,32 @@ func Binary(tb testing.TB) string {
 func Start(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
 	bin := Binary(tb)
-	port, err := freePort()
-	if err != nil {
-		tb.Fatalf("redistest: no free port: %v", err)
+	dir := tb.TempDir()
+	// Another process (tests run in parallel packages) can take the free
+	// port before redis-server binds it: then try another.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatalf("redistest: no free port: %v", err)
+		}
+		s := &Server{t: tb, bin: bin, port: port}
+		s.args = append([]string{
+			"--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--enable-debug-command", "yes",
+			"--dir", dir,
+		}, extra...)
+		err = s.start()
+		if err == nil {
+			tb.Cleanup(s.Kill)
+			return s
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "Address already in use") {
+			tb.Fatalf("redistest: %v", err)
+		}
 	}
-	s := &Server{t: tb, bin: bin, port: port}
-	s.args = append([]string{
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--enable-debug-command", "yes",
-		"--dir", tb.TempDir(),
-	}, extra...)
-	tb.Cleanup(s.Kill)
-	if err := s.start(); err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	return s
 }
 
 // Addr returns the server's address, 127.0.0.1:port. It stays the same
