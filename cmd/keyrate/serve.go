@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/httplimit"
 )
 
@@ -56,6 +57,7 @@ type serveConfig struct {
 	key    keyFlag
 	trust  string // comma-separated CIDR ranges, for -key ip
 	legacy bool
+	clock  clock.Clock // the store's clock; nil is clock.System(), as from the command line
 }
 
 // keyFlag is the value of -key: "ip", or "header:NAME".
@@ -118,7 +120,7 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 // handler returns the server's handler: "ok" behind the middleware, with
 // the store, key and limit of c. Its error is a usage error.
 func (c serveConfig) handler() (http.Handler, error) {
-	limiter, err := replayStores[c.store].new(c.limit)
+	limiter, err := replayStores[c.store].new(c.limit, keyrate.WithClock(c.clock))
 	if err != nil {
 		return nil, err
 	}
