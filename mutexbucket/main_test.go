@@ -4,8 +4,14 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // TestMain fails the package's tests if any goroutine is left running at
 // the end: a background sweeper or a paced sweep that Close did not stop.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Under the race detector the benchmarks run briefly (racetest.BenchTime).
+func TestMain(m *testing.M) {
+	racetest.SetBenchTime()
+	goleak.VerifyTestMain(m)
+}

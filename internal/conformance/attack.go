@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // attackScale returns the key-rotation attack's size: the distinct keys
@@ -17,7 +18,7 @@ import (
 // default is 500 000, and 100 000 (cap 5 000) under -short or -race.
 func attackScale(t *testing.T) (keys, cap, perMs int) {
 	keys, cap, perMs = 500_000, 100_000, 2000
-	if testing.Short() || raceEnabled {
+	if testing.Short() || racetest.Enabled {
 		keys, cap, perMs = 100_000, 5_000, 100
 	}
 	if v := os.Getenv("KEYRATE_ATTACK_KEYS"); v != "" {

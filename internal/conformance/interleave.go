@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // This file holds the eviction interleavings found from outside: each has
@@ -72,7 +73,7 @@ func testNewKeysUnderSweep(t *testing.T, s Bounded) {
 	defer l.Close()
 	const g = 4
 	n := 20000
-	if raceEnabled || testing.Short() {
+	if racetest.Enabled || testing.Short() {
 		n = 4000
 	}
 	var stop atomic.Bool
@@ -141,7 +142,7 @@ func testFullStoreSweptUnderCaller(t *testing.T, s Bounded) {
 func testFullStoreChurn(t *testing.T, s Bounded) {
 	limit := keyrate.PerSecond(1000) // one request leaves a bucket full again 1ms later
 	n := 3000
-	if raceEnabled || testing.Short() {
+	if racetest.Enabled || testing.Short() {
 		n = 1000
 	}
 	for _, c := range []int{1, 2, 3, 8, 64} {
@@ -165,7 +166,7 @@ func testFullStoreChurn(t *testing.T, s Bounded) {
 func testLenWithinCap(t *testing.T, s Bounded) {
 	const c = 8
 	n := 4000
-	if raceEnabled || testing.Short() {
+	if racetest.Enabled || testing.Short() {
 		n = 1500
 	}
 	eachProcs(t, func(t *testing.T) {

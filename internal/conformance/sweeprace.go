@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // raceLimit is the limit of the sweep race: a token every 250ms, full 1s
@@ -105,7 +106,7 @@ func SweepRace(l keyrate.BoundedLimiter, clk *clock.Manual, rounds, spenders int
 // store must admit exactly Burst per key per round, over the whole run.
 func testSweepRace(t *testing.T, s Bounded) {
 	rounds := 300
-	if testing.Short() || raceEnabled {
+	if testing.Short() || racetest.Enabled {
 		rounds = 100
 	}
 	eachProcs(t, func(t *testing.T) {
