@@ -26,7 +26,8 @@
 // ticks (142 years at k = 1, checked by New), and time is saturated at 2^52
 // µs of Unix time (the year 2112). The key is written with PX at the
 // instant the bucket is full again, rounded up to a whole ms, so idle keys
-// delete themselves; a denied call and a Peek write nothing. The server
+// delete themselves; a denied call and a Peek write nothing (but a spend
+// replaces a malformed value: see below). The server
 // must be Redis 5 or later (the script reads TIME before it writes, which
 // needs effects replication, the default since 5).
 //

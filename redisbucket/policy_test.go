@@ -2,6 +2,7 @@ package redisbucket_test
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/redisbucket"
 	"github.com/keyrate/keyrate/redisbucket/internal/redistest"
 )
@@ -226,4 +228,45 @@ func TestPolicyCheckCluster(t *testing.T) {
 	if s != nil || !errors.Is(err, redisbucket.ErrEvictingPolicy) || !strings.Contains(err.Error(), "maxmemory-policy volatile-ttl") {
 		t.Errorf("New on an evicting cluster = %v, %v; want ErrEvictingPolicy", s, err)
 	}
+}
+
+// TestEvictionOverAdmits is why New refuses an evicting policy: under
+// volatile-lru (WithEvictionAllowed), an attacker that spends on new keys
+// until Redis runs out of memory gets a victim's emptied bucket evicted,
+// and the victim is admitted again, above its limit, at the same instant.
+func TestEvictionOverAdmits(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru")
+	client := newClient(t, srv.Addr())
+	prefix := uniquePrefix(t)
+	limit := keyrate.PerHour(5)
+	s := mustNew(t, client, limit, redisbucket.WithTimeout(slowTimeout), redisbucket.WithPrefix(prefix),
+		redisbucket.WithTimeSource(clock.NewManual(start)), redisbucket.WithEvictionAllowed())
+	admitted := 0
+	for range limit.Burst + 1 {
+		if s.Allow("victim") {
+			admitted++
+		}
+	}
+	if admitted != limit.Burst {
+		t.Fatalf("the victim was admitted %d times before the attack, want %d", admitted, limit.Burst)
+	}
+	const most = 1_000_000
+	for i := 0; ; i++ {
+		if i == most {
+			t.Fatalf("%d attacker keys did not get the victim's bucket evicted", most)
+		}
+		if _, err := s.AllowN(fmt.Sprint("attacker-", i), 1); err != nil {
+			t.Fatalf("attacker call %d: %v", i, err)
+		}
+		if i%100 == 0 {
+			if n, err := client.Exists(t.Context(), prefix+"victim").Result(); err != nil || n == 0 {
+				t.Logf("the victim's bucket was evicted after %d attacker keys", i+1)
+				break
+			}
+		}
+	}
+	if !s.Allow("victim") {
+		t.Fatal("the victim was denied after its bucket's eviction: the attack did not work")
+	}
+	t.Logf("the victim was admitted %d times at one instant under a burst of %d", admitted+1, limit.Burst)
 }
