@@ -113,8 +113,11 @@ func WithFallbackLimit(l keyrate.Limit) keyrate.Option {
 // returns (wrapping ErrUnavailable), and with an error wrapping
 // ErrMalformedBucket, naming the Redis key, for every call that found a
 // malformed value at its bucket's key. It is called from the calling
-// goroutine, before the call returns: keep it fast. A nil f is no
-// callback, the default. Stats counts both either way.
+// goroutine, before the call returns: keep it fast. New calls it too,
+// before it returns, if it could not check the server's maxmemory-policy
+// (an error wrapping ErrPolicyUnchecked: see New), so f must not use the
+// Store that New is still building. A nil f is no callback, the default.
+// Stats counts the calls' errors either way.
 func WithOnError(f func(error)) keyrate.Option {
 	return keyrate.StoreOption("redisbucket.WithOnError", func(s *settings) error {
 		s.onError = f
