@@ -3,8 +3,7 @@ package atomicbucket_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/keyrate/keyrate/internal/leaktest"
 	"github.com/keyrate/keyrate/internal/racetest"
 )
 
@@ -13,5 +12,5 @@ import (
 // Under the race detector the benchmarks run briefly (racetest.BenchTime).
 func TestMain(m *testing.M) {
 	racetest.SetBenchTime()
-	goleak.VerifyTestMain(m)
+	leaktest.VerifyTestMain(m)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // benchWriter is a ResponseWriter that keeps only the status, so that the
@@ -41,6 +42,7 @@ func benchRequest(i int) *http.Request {
 // goroutine uses its own existing key, and the limit is never reached.
 // Besides ns/op it reports cpu-ns/op, the process's CPU time per request.
 func BenchmarkMiddleware(b *testing.B) {
+	racetest.Bench()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	limit := keyrate.Limit{Rate: 1_000_000_000, Per: time.Second, Burst: 1_000_000}
 	build := func(opts ...Option) http.Handler {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/racetest"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
@@ -25,6 +26,7 @@ var emptyScript = redis.NewScript("return 0")
 // ns/op (wall time over all goroutines) it reports each call's latency at
 // the median and the 99th percentile.
 func BenchmarkRedis(b *testing.B) {
+	racetest.Bench()
 	srv := server(b)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 64})
 	b.Cleanup(func() { _ = client.Close() })

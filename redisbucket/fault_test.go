@@ -14,6 +14,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/leaktest"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
@@ -168,23 +169,6 @@ func keys(prefix string) func() string {
 	}
 }
 
-// leakWait bounds how long findLeaks waits for goroutines to end.
-const leakWait = 20 * time.Second
-
-// findLeaks returns goleak's report of goroutines still running after
-// leakWait, or nil once there are none. goleak.Find alone gives up after
-// about half a second, which a loaded machine can take to run a goroutine
-// that is on its way out.
-func findLeaks(opts ...goleak.Option) error {
-	deadline := time.Now().Add(leakWait)
-	for {
-		err := goleak.Find(opts...) // retries for about 0.4s itself
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-	}
-}
-
 // isTimeout reports whether err says a deadline ran out.
 func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
@@ -274,7 +258,7 @@ func TestKilledServer(t *testing.T) {
 			}
 			closeClient()
 			srv.Kill()
-			if err := findLeaks(ignore); err != nil {
+			if err := leaktest.Find(ignore); err != nil {
 				t.Error(err)
 			}
 		})
