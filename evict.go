@@ -127,5 +127,5 @@ func WithHashedKeys() Option {
 // for a new key it cannot track: it wraps ErrStoreFull and names the cap.
 // A store builds it once, so that refusing allocates nothing.
 func StoreFullError(max int) error {
-	return fmt.Errorf("%w: it tracks its WithMaxKeys limit of %d keys and none is idle long enough to evict", ErrStoreFull, max)
+	return fmt.Errorf("%w: it tracks its WithMaxKeys limit of %d keys and none it examined was full again", ErrStoreFull, max)
 }

@@ -44,7 +44,7 @@ func ExampleStore_maxKeys() {
 	d, err := store.AllowN("carol", 1)
 	fmt.Println("carol:", d.Allowed, err)
 	// Output:
-	// true keyrate: store full: it tracks its WithMaxKeys limit of 2 keys and none is idle long enough to evict
+	// true keyrate: store full: it tracks its WithMaxKeys limit of 2 keys and none it examined was full again
 	// alice still served: true
 	// carol: true <nil>
 }

@@ -50,7 +50,11 @@ import (
 // store full, and no full key in its stripe's sample, makes the caller
 // sweep the whole store, at most once per cap/16 such refusals
 // (sweep.RefusalWeight; amortised 16 keys examined per refusal), and
-// fails closed with keyrate.ErrStoreFull if that frees nothing. See
+// otherwise examine at most 64 keys of the stripes that follow its own,
+// one stripe lock at a time and no more than 1024 stripes, evicting the
+// full ones; it then tries once more, and fails closed with
+// keyrate.ErrStoreFull if the store is still full. Len and Stats.Keys read
+// one counter, a snapshot never above the cap. See
 // package internal/sweep for the argument that eviction never changes a
 // decision.
 //
@@ -174,27 +178,32 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	return s.policy.Decide(state, now, cost, ok), nil
 }
 
-// full is what a request for a new key does when the store is full: a
-// whole sweep, if one is due (sweep.Pacer), and one more try; else
-// refusal.
+// full is what a request for a new key does when the store is full and
+// its stripe's sample freed nothing: a whole sweep, if one is due
+// (sweep.Pacer), else a bounded scan of the other stripes (evictOne); then
+// one more try, and refusal if that finds the store full again.
 func (s *Store) full(key string, h, now uint64, cost int) (keyrate.State, uint64, bool, error) {
 	if s.pacer.Charge(sweep.RefusalWeight) {
 		s.Sweep()
 		s.pacer.Swept()
-		var (
-			state    keyrate.State
-			ok, full bool
-		)
-		if s.hashes != nil {
-			state, now, ok, full = s.hashes.take(s, h, h, now, cost)
-		} else {
-			state, now, ok, full = s.strs.take(s, key, h, now, cost)
-		}
-		if !full {
-			return state, now, ok, nil
-		}
+	} else if s.hashes != nil {
+		s.hashes.evictOne(s, h)
+	} else {
+		s.strs.evictOne(s, h)
 	}
-	return 0, now, false, s.book.Refuse()
+	var (
+		state    keyrate.State
+		ok, full bool
+	)
+	if s.hashes != nil {
+		state, now, ok, full = s.hashes.take(s, h, h, now, cost)
+	} else {
+		state, now, ok, full = s.strs.take(s, key, h, now, cost)
+	}
+	if full {
+		return 0, now, false, s.book.Refuse()
+	}
+	return state, now, ok, nil
 }
 
 // Peek reports what a cost-1 request for key would get now, spending

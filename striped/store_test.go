@@ -1,6 +1,7 @@
 package striped_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/keyrate/keyrate"
@@ -19,6 +20,18 @@ func TestConformanceHashed(t *testing.T) {
 }
 
 func TestEviction(t *testing.T) { conformance.RunEviction(t, bounded) }
+
+// TestFullStoreStripes runs the full-store checks with few and with many
+// stripes: a refused new key searches the stripes after its own, so with
+// more stripes than keys (one key a stripe, its own empty) the room it
+// finds must come from the others.
+func TestFullStoreStripes(t *testing.T) {
+	for _, n := range []int{1, 64, 1024} {
+		t.Run(fmt.Sprint("stripes=", n), func(t *testing.T) {
+			conformance.RunFullStore(t, bounded.With(striped.WithStripes(n)))
+		})
+	}
+}
 
 // BenchmarkSweep: Allow latency on a 1M-key store with and without a
 // concurrent sweep. See conformance.BenchSweep.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // table is the store's stripes, with keys of type K: the key string, or
@@ -154,6 +155,35 @@ func (st *stripe[K]) evict(s *Store, now uint64, n int) (removed int) {
 		st.gen++
 	}
 	return removed
+}
+
+// refusalStripes is the most stripes evictOne visits: with the default
+// stripe count (16 per GOMAXPROCS) every stripe of a machine of up to 64
+// cores, and never more than about 25µs of uncontended locking.
+const refusalStripes = 1024
+
+// evictOne is a refused insertion's bounded search for room: it visits the
+// stripes after stripe h in turn, one lock at a time, examining at most
+// sweep.RefusalScan keys over at most refusalStripes stripes, evicts the
+// full keys it examines, and stops after the first stripe where it evicted
+// any. A store of at most RefusalScan keys, whose keys all sit in the
+// stripes it visits, is thus searched whole.
+func (t *table[K]) evictOne(s *Store, h uint64) {
+	budget := sweep.RefusalScan
+	for i := uint64(1); i <= uint64(len(t.stripes)) && i <= refusalStripes && budget > 0; i++ {
+		st := &t.stripes[(h+i)&s.mask]
+		st.mu.Lock()
+		n := min(budget, len(st.m))
+		removed := 0
+		if n > 0 {
+			removed = st.evict(s, s.policy.Now(), n)
+		}
+		st.mu.Unlock()
+		if removed > 0 {
+			return
+		}
+		budget -= n
+	}
 }
 
 // sweep sweeps every stripe, one lock at a time, and returns the keys it

@@ -35,7 +35,9 @@ func (c *hookClock) Now() time.Duration {
 
 // atNextReading arms f to run right after the next reading of the clock,
 // by whichever goroutine takes it. Readings that f takes itself do not run
-// it again.
+// it again. Arm it only where that reading is taken outside the store's
+// locks (the first reading of a call): f runs under whatever the reader
+// holds, and a Sweep there would wait for a lock its own caller holds.
 func (c *hookClock) atNextReading(f func()) { c.hook.Store(&f) }
 
 // fired reports whether the armed function has run.

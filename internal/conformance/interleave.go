@@ -134,6 +134,20 @@ func testFullStoreSweptUnderCaller(t *testing.T, s Bounded) {
 	}
 }
 
+// RunFullStore runs the checks of a full store's refusals against s, with
+// plain and with hashed keys: for a store whose configuration changes how
+// a refused request searches for room (striped.WithStripes), beside
+// RunEviction's run of them under the default one.
+func RunFullStore(t *testing.T, s Bounded) {
+	for _, mode := range keyModes {
+		t.Run(mode.name, func(t *testing.T) {
+			m := s.with(mode.opts...)
+			t.Run("FullStoreSweptUnderCaller", func(t *testing.T) { testFullStoreSweptUnderCaller(t, m) })
+			t.Run("FullStoreChurn", func(t *testing.T) { testFullStoreChurn(t, m) })
+		})
+	}
+}
+
 // testFullStoreChurn is the stress line of testFullStoreSweptUnderCaller:
 // one goroutine inserts a new key per call into a store of cap c, with
 // the previous keys always full again, while the paced sweeps that its
@@ -145,7 +159,7 @@ func testFullStoreChurn(t *testing.T, s Bounded) {
 	if racetest.Enabled || testing.Short() {
 		n = 1000
 	}
-	for _, c := range []int{1, 2, 3, 8, 64} {
+	for _, c := range []int{1, 2, 3, 8, 17, 32, 64} {
 		t.Run(fmt.Sprint("cap=", c), func(t *testing.T) {
 			l, clk := openBounded(t, s, limit, keyrate.WithMaxKeys(c))
 			for i := 0; i < n; i++ {
