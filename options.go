@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // Option configures a store. The options every store accepts are in this
@@ -35,10 +36,15 @@ type Settings struct {
 }
 
 // WithClock makes the store read time from c instead of clock.System(). A
-// nil c keeps the default.
+// nil c keeps the default; a typed nil (such as a nil *clock.Manual), whose
+// every reading would panic, makes New fail with ErrInvalidOption.
 func WithClock(c clock.Clock) Option {
 	return func(s *Settings) {
-		if c != nil {
+		switch {
+		case s.err != nil || c == nil:
+		case isnil.Is(c):
+			s.err = fmt.Errorf("%w: WithClock: a nil %T", ErrInvalidOption, c)
+		default:
 			s.Clock = c
 		}
 	}

@@ -51,6 +51,7 @@ func TestNewErrors(t *testing.T) {
 		{"WithSweepInterval", good, keyrate.PerSecond(1), []keyrate.Option{keyrate.WithSweepInterval(time.Second)}, keyrate.ErrInvalidOption, "WithSweepInterval does not apply"},
 		{"WithHashedKeys", good, keyrate.PerSecond(1), []keyrate.Option{keyrate.WithHashedKeys()}, keyrate.ErrInvalidOption, "WithHashedKeys does not apply"},
 		{"another store's option", good, keyrate.PerSecond(1), []keyrate.Option{striped.WithStripes(4)}, keyrate.ErrInvalidOption, "striped.WithStripes does not apply"},
+		{"nil time source", good, keyrate.PerSecond(1), []keyrate.Option{redisbucket.WithTimeSource((*clock.Manual)(nil))}, keyrate.ErrInvalidOption, "WithTimeSource: a nil *clock.Manual"},
 		{"zero timeout", good, keyrate.PerSecond(1), []keyrate.Option{redisbucket.WithTimeout(0)}, keyrate.ErrInvalidOption, "timeout 0s is not from 1µs to 1m0s"},
 		{"long timeout", good, keyrate.PerSecond(1), []keyrate.Option{redisbucket.WithTimeout(time.Hour)}, keyrate.ErrInvalidOption, "timeout 1h0m0s is not from 1µs to 1m0s"},
 		{"long prefix", good, keyrate.PerSecond(1), []keyrate.Option{redisbucket.WithPrefix(strings.Repeat("p", 257))}, keyrate.ErrInvalidOption, "prefix of 257 bytes is longer than 256"},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // Defaults of the store's options.
@@ -131,12 +132,16 @@ func WithOnError(f func(error)) keyrate.Option {
 // below 0 count as 0. Keys still expire by the server's clock, which c
 // need not keep pace with, so under a time source a key lives at least an
 // hour of the server's time after its last spend, however soon its bucket
-// is full. A nil c is the default, the server's TIME.
+// is full. A nil c is the default, the server's TIME; a typed nil (such as
+// a nil *clock.Manual) makes New fail with keyrate.ErrInvalidOption.
 //
 // (keyrate.WithClock does not apply to this store: New rejects it, since
 // the clock is the server's.)
 func WithTimeSource(c clock.Clock) keyrate.Option {
 	return keyrate.StoreOption("redisbucket.WithTimeSource", func(s *settings) error {
+		if c != nil && isnil.Is(c) {
+			return fmt.Errorf("a nil %T", c)
+		}
 		s.timeSource = c
 		return nil
 	})

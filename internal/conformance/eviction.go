@@ -423,6 +423,7 @@ func testInvalidOptions(t *testing.T, s Bounded) {
 		"WithMaxKeys(-1)":        keyrate.WithMaxKeys(-1),
 		"WithSweepInterval(0)":   keyrate.WithSweepInterval(0),
 		"WithSweepInterval(-1s)": keyrate.WithSweepInterval(-time.Second),
+		"WithClock(nil *Manual)": keyrate.WithClock((*clock.Manual)(nil)),
 	} {
 		l, err := s.New(t, keyrate.PerSecond(1), clock.NewManual(start), opt)
 		if !errors.Is(err, keyrate.ErrInvalidOption) || l != nil {
