@@ -44,15 +44,17 @@ func (k *ipKey) key(r *http.Request) (string, error) {
 
 // client returns r's client address, unmapped and without a zone, and, if
 // it is IPv4 and was written canonically in the request, that text. For a
-// request that came over a Unix socket and whose RemoteAddr is no IP
-// address it returns the zero Addr and the socket's key. See ByIP for the
-// walk through the forwarding header.
+// request that came over a Unix socket it returns the zero Addr and the
+// socket's key, whatever RemoteAddr says: a Unix peer names its own
+// address (it may bind its socket to a path such as "198.51.100.7:1"), so
+// reading that as an IP would let it pick its key, and a trusted one, its
+// forwarding header. See ByIP for the walk through the forwarding header.
 func (k *ipKey) client(r *http.Request) (netip.Addr, string, error) {
+	if key, ok := unixKey(r); ok {
+		return netip.Addr{}, key, nil
+	}
 	peer, raw, ok := parseHostPort(r.RemoteAddr)
 	if !ok {
-		if key, ok := unixKey(r); ok {
-			return netip.Addr{}, key, nil
-		}
 		return netip.Addr{}, "", fmt.Errorf("%w: remote address %q is not an IP address", ErrBadAddress, r.RemoteAddr)
 	}
 	if !k.isTrusted(peer) {

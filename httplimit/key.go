@@ -87,18 +87,22 @@ const DefaultIPv6Prefix = 64
 // address ("192.0.2.1"); an IPv6 client's is its /64 prefix
 // ("2001:db8:1:2::/64"), or the prefix IPv6Prefix sets, except for a
 // link-local address (fe80::/10), whose prefix every host on every link
-// shares: its key is the whole address, without the zone ("fe80::1").
+// shares: its key is the whole address, without the zone ("fe80::1"). (So
+// a host on the server's own link can take as many keys as it configures
+// link-local addresses, and hosts with one link-local address on two
+// links share a key; neither reaches the server from beyond its links.)
 //
 // A request that came over a Unix socket (an http.Server serving a Unix
 // listener) has no IP address: net/http sets its RemoteAddr to the peer's
-// socket name, "" or "@" (Linux) for the usual unbound peer. Unless
-// RemoteAddr holds an IP address (as a middleware before this one may set
-// it), such a request's key is "unix:" followed by the socket's name as
-// the listener has it ("unix:/run/app.sock"): every peer of one socket
-// counts as one local client and shares one bucket. Behind a proxy that
-// connects over a Unix socket every client would share it too, and
-// forwarding headers are not read from such a peer: key by the proxy's
-// header with ByHeader or ByFunc there.
+// socket name, "" or "@" (Linux) for the usual unbound peer, and whatever
+// path a peer bound its socket to, which may read as an IP address. So
+// RemoteAddr is never read for such a request: its key is "unix:"
+// followed by the socket's name as the listener has it
+// ("unix:/run/app.sock"), and every peer of one socket counts as one
+// local client and shares one bucket. Behind a proxy that connects over a
+// Unix socket every client would share it too, and forwarding headers are
+// not read from such a peer (nor an address a middleware wrote into
+// RemoteAddr): key by the proxy's header with ByHeader or ByFunc there.
 //
 // With no trusted proxies (the default) the key costs no allocation for an
 // IPv4 client. An invalid IPOption makes New fail with an error wrapping

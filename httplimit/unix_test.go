@@ -79,8 +79,9 @@ func TestUnixSocket(t *testing.T) {
 		"":               "unix:" + path,
 		"@":              "unix:" + path,
 		"/run/peer.sock": "unix:" + path,
-		// A middleware before this one (behind a proxy) set an address.
-		"203.0.113.9:80": "203.0.113.9",
+		// A peer may bind its socket to a path that reads as an address
+		// (or a middleware may write one): never read as its key.
+		"203.0.113.9:80": "unix:" + path,
 	} {
 		if key, err := ipKeyFunc(t)(onSocket(remote)); err != nil || key != want {
 			t.Errorf("ByIP's key for a Unix-socket request from %q = %q, %v; want %q", remote, key, err, want)
@@ -109,4 +110,33 @@ func TestUnixSocket(t *testing.T) {
 		t.Errorf("RemoteAddr values %q; want \"\" or \"@\", the bound path and the abstract name", remotes)
 	}
 	t.Logf("RemoteAddr values: %q", remotes)
+}
+
+// TestUnixPeerCannotChooseKey: a local peer that binds its socket to a
+// relative path that reads as "IP:port" (net/http puts that path in
+// RemoteAddr) still shares the socket's one bucket: binding a new name per
+// connection buys it nothing.
+func TestUnixPeerCannotChooseKey(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("binds client sockets to relative paths; checked on Linux")
+	}
+	h, _, _ := newLimited(t, keyrate.PerMinute(3))
+	path := startUnixServer(t, h)
+	t.Chdir(t.TempDir()) // the peer binds relative names here
+	allowed := 0
+	for i := range 10 {
+		local := fmt.Sprintf("198.51.100.%d:1", i+1) // a relative pathname, not an address
+		resp, err := unixClient(t, path, local).Get("http://unix/")
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Fatalf("%d of 10 requests from one local peer were allowed under PerMinute(3), want 3: the peer chose its key by naming its socket", allowed)
+	}
 }
