@@ -10,16 +10,31 @@ type Decision struct {
 	// Allowed reports whether the request may proceed. When it is true the
 	// tokens have been spent.
 	Allowed bool
-	// Limit is the limit the decision was made under.
+	// Policy is the name of the policy the decision was made under:
+	// DefaultPolicy for a store's default, or a name given to WithPolicies.
+	Policy string
+	// Window is the index, in the policy's Limits, of the window Limit and
+	// Remaining describe: the window that denied the request (the first,
+	// if several did), or, when it was allowed, the one with the fewest
+	// tokens left (the first of those). It is 0 for a one-window policy.
+	Window int
+	// Limit is the limit of that window. It is the zero Limit under an
+	// unlimited policy.
 	Limit Limit
-	// Remaining is the number of whole tokens left in the bucket after this
-	// request.
+	// Remaining is the number of whole tokens left after this request in
+	// the window with the fewest: the least over the policy's windows.
+	// Under an unlimited policy it is math.MaxInt.
 	Remaining int
-	// RetryAfter is 0 when Allowed; otherwise the time until the bucket will
-	// hold the requested cost, rounded up to a whole nanosecond, so that the
-	// same request made then is allowed (if nothing else spends first).
+	// RetryAfter is 0 when Allowed; otherwise the time until every window
+	// will hold the requested cost, rounded up to a whole nanosecond, so
+	// that the same request made then is allowed (if nothing else spends
+	// first).
 	RetryAfter time.Duration
-	// ResetAfter is the time until the bucket is full again if nothing more
-	// is spent, rounded up to a whole nanosecond; 0 for a full bucket.
+	// ResetAfter is the time until every window is full again if nothing
+	// more is spent, rounded up to a whole nanosecond; 0 when all are full.
 	ResetAfter time.Duration
+	// WindowResetAfter is ResetAfter for the window Window alone: the time
+	// until it is full again. It is what a RateLimit header reports for
+	// that window.
+	WindowResetAfter time.Duration
 }

@@ -6,7 +6,7 @@
 //
 // This package holds the contract: Limit, Decision, the Limiter interface,
 // the errors, the options every store shares, and the token-bucket
-// arithmetic (Policy), written once. The stores live in sibling packages and
+// arithmetic (Rule), written once. The stores live in sibling packages and
 // differ only in how they synchronise that arithmetic:
 //
 //   - mutexbucket: a map of buckets, each with its own mutex;
@@ -37,19 +37,19 @@
 //
 //	TAT' = max(TAT, now) + c·I,   allowed iff TAT' − now ≤ F
 //
-// and a denied request leaves the word unchanged. Policy.Take is exactly this
+// and a denied request leaves the word unchanged. Rule.Take is exactly this
 // transition, a pure function that the stores call under a lock or in a CAS
 // loop.
 //
 // # Time unit and exactness
 //
-// A tick is 1/k ns, where k (Policy.Scale) is the denominator of Per/Rate in
+// A tick is 1/k ns, where k (Rule.Scale) is the denominator of Per/Rate in
 // lowest terms whenever that is at most MaxScale (14). Then I = k·Per/Rate
 // is a whole number and every decision equals that of the exact rational
 // token bucket, with no drift: PerMinute(3) admits 3, then one every 20s
 // forever; 3 per 10s (k = 3) is exact too. For other limits k is the least
 // value for which rounding I up to a whole tick loses at most 0.01% of the
-// rate; the rounding is against the client, never for it. Policy.Exact
+// rate; the rounding is against the client, never for it. Rule.Exact
 // reports which case applies. Limits whose token interval is below about
 // 714ns and not exact are rejected.
 //

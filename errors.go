@@ -28,6 +28,18 @@ var (
 	// was given to, or an option value out of range.
 	ErrInvalidOption = errors.New("keyrate: invalid option")
 
+	// ErrInvalidPolicy reports a Policy that cannot be enforced: an empty
+	// name, no limits or more than MaxLimits, an invalid window (the error
+	// then wraps ErrInvalidLimit too), limits on an unlimited policy, or
+	// two policies of one store with one name. The error names the value
+	// and its bound.
+	ErrInvalidPolicy = errors.New("keyrate: invalid policy")
+
+	// ErrUnknownPolicy reports a policy name a store does not have (from
+	// Tier, or from the function given to WithPolicyFunc), or a Tier of
+	// another store. The error names it.
+	ErrUnknownPolicy = errors.New("keyrate: unknown policy")
+
 	// ErrStoreFull reports a request for a new key that a store could not
 	// track without exceeding its WithMaxKeys limit, even after evicting
 	// every idle bucket it could. The store fails closed: the request is

@@ -13,7 +13,7 @@ import (
 // bucket up just before it was removed sees the mark and looks the key up
 // again instead of spending from the detached bucket.
 //
-// Tombstone is not a state to pass to Policy.Take: check for it first.
+// Tombstone is not a state to pass to Rule.Take: check for it first.
 const Tombstone State = ^State(0)
 
 // Stats is a snapshot of a store's bookkeeping, from its Stats method.

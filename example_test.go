@@ -65,10 +65,10 @@ func ExampleEvery() {
 	// Output: 1 per 2s, burst 1
 }
 
-// Policy is the arithmetic every store shares; a store only synchronises
+// Rule is the arithmetic every store shares; a store only synchronises
 // calls to Take on one word.
-func ExamplePolicy_Take() {
-	p, _ := keyrate.NewPolicy(keyrate.PerSecond(2), clock.NewManual(0))
+func ExampleRule_Take() {
+	p, _ := keyrate.NewRule(keyrate.PerSecond(2), clock.NewManual(0))
 	var s keyrate.State // the zero State is a full bucket
 	now := p.Now()
 	for i := 0; i < 3; i++ {

@@ -26,3 +26,61 @@ type Limiter interface {
 	// Len returns the number of keys the limiter tracks.
 	Len() int
 }
+
+// PolicyLimiter is a Limiter that enforces a policy per key, chosen per
+// request (Tier and AllowTier) or per key (WithPolicyFunc), where each
+// policy is one or more limits enforced together (see Policy), and that
+// can change its policies and give tokens back at runtime. The in-process
+// stores and redisbucket implement it; with none of its options a store
+// enforces the single Limit given to New, named DefaultPolicy.
+//
+// A key has one bucket, whatever its policy: a window per limit of the
+// policy it was last decided under. When a key's policy changes (SetPolicy,
+// or the key moves to another tier), its next request carries its state
+// over: window i keeps the tokens it has spent and not yet refilled under
+// the old window i, capped at its new Burst, so that it never holds more
+// than the new Burst; a window the old policy lacked starts full. An
+// upgrade from 100 to 10 000 a minute of a client that spent 60 leaves it
+// 9 940 tokens at once; a downgrade to 50 leaves it none.
+type PolicyLimiter interface {
+	Limiter
+
+	// Tier returns a handle on the policy named name, for AllowTier and
+	// RefundTier, or an error wrapping ErrUnknownPolicy that names it.
+	// The zero Tier is the default policy.
+	Tier(name string) (Tier, error)
+
+	// AllowTier is AllowN under tier's policy (its current version): it
+	// spends cost tokens from every window of key's bucket if every window
+	// holds them, and from none otherwise. It returns an error wrapping
+	// ErrUnknownPolicy for a Tier of another store, ErrInvalidCost for
+	// cost < 1 and ErrCostExceedsBurst for a cost above the smallest Burst
+	// of the policy's windows. Under an unlimited policy every request is
+	// allowed and nothing is stored.
+	AllowTier(key string, tier Tier, cost int) (Decision, error)
+
+	// Refund gives cost tokens back to key under key's policy (as AllowN
+	// chooses it): every window gains cost tokens, capped at its Burst. It
+	// is exact: a refund of what a request spent, made before the bucket
+	// refilled, leaves the key as if the request had not been made. A key
+	// the store does not track is full and gains nothing. It returns an
+	// error wrapping ErrInvalidCost for cost < 1 and ErrCostExceedsBurst
+	// for a cost above the smallest Burst (more than one request could
+	// have spent).
+	Refund(key string, cost int) error
+
+	// RefundTier is Refund under tier's policy.
+	RefundTier(key string, tier Tier, cost int) error
+
+	// SetPolicy adds p, or replaces the policy of the same name (the
+	// default, named DefaultPolicy, included), while requests are in
+	// flight: every request that starts after it returns is decided under
+	// p, each key's state carried over as the type documentation says. It
+	// returns an error wrapping ErrInvalidPolicy, and changes nothing, if
+	// p is invalid.
+	SetPolicy(p Policy) error
+
+	// Policies returns the policies the limiter enforces now, the default
+	// included, in no set order.
+	Policies() []Policy
+}

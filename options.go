@@ -31,6 +31,15 @@ type Settings struct {
 	// instead of the key. The default is false. Set with WithHashedKeys.
 	HashedKeys bool
 
+	// Policies are the named policies a store enforces besides its
+	// default. Set with WithPolicies.
+	Policies []Policy
+
+	// PolicyFunc chooses the policy for a key in Allow and AllowN. The
+	// default, nil, is the default policy for every key. Set with
+	// WithPolicyFunc.
+	PolicyFunc func(key string) string
+
 	store any   // the store's own settings, for StoreOption
 	err   error // the first option that did not apply
 }
@@ -46,6 +55,41 @@ func WithClock(c clock.Clock) Option {
 			s.err = fmt.Errorf("%w: WithClock: a nil %T", ErrInvalidOption, c)
 		default:
 			s.Clock = c
+		}
+	}
+}
+
+// WithPolicies gives the store named policies besides its default (the
+// Limit given to New): pick one per request with the store's Tier and
+// AllowTier, or per key with WithPolicyFunc. A policy named DefaultPolicy
+// replaces the default. Every in-process store accepts it; its policies
+// can be changed and added to at runtime with the store's SetPolicy. The
+// default is none. Policies are validated by New, which returns an error
+// wrapping ErrInvalidPolicy for an invalid one or a repeated name.
+func WithPolicies(ps ...Policy) Option {
+	return func(s *Settings) {
+		if s.err == nil {
+			s.Policies = append(s.Policies, ps...)
+		}
+	}
+}
+
+// WithPolicyFunc makes Allow and AllowN decide each key under the policy
+// f names for it: the empty name is the default policy, and a name the
+// store does not have makes AllowN return an error wrapping
+// ErrUnknownPolicy (and Allow false). f is called once per request, on
+// the request's goroutine, and must be safe for concurrent use; it should
+// be as cheap as a map lookup. A key may move from one policy to another
+// at any time: its state is carried over as SetPolicy describes. The
+// default is the default policy for every key; a nil f is an error.
+func WithPolicyFunc(f func(key string) string) Option {
+	return func(s *Settings) {
+		switch {
+		case s.err != nil:
+		case f == nil:
+			s.err = fmt.Errorf("%w: WithPolicyFunc: a nil function", ErrInvalidOption)
+		default:
+			s.PolicyFunc = f
 		}
 	}
 }

@@ -2,254 +2,99 @@ package keyrate
 
 import (
 	"fmt"
-	"math"
-	"math/bits"
-	"time"
-
-	"github.com/keyrate/keyrate/clock"
+	"slices"
 )
 
-// Bounds of the packed state; see the package documentation.
-const (
-	// maxTicks bounds both a store's clock reading and a bucket's fill time,
-	// in ticks, so that a theoretical arrival time (at most their sum) fits
-	// in 63 bits and no addition can wrap.
-	maxTicks = 1 << 62
-	// MaxScale is the most ticks per nanosecond a Policy uses. It keeps a
-	// store's clock range at maxTicks/MaxScale ns, over ten years.
-	MaxScale = 14
-	// coarseError bounds the rate a coarsened policy gives up: at most
-	// 1/coarseError of it (0.01%).
-	coarseError = 10_000
-)
+// DefaultPolicy is the name of a store's default policy: the one built
+// from the Limit given to New, which Allow and AllowN enforce on every key
+// unless WithPolicyFunc says otherwise. Decisions made under it name it.
+const DefaultPolicy = "default"
 
-// State is one bucket's packed 64-bit state: its theoretical arrival time
-// (TAT), the tick at which the bucket will next be full. The zero State is a
-// full bucket. See the package documentation for how it encodes the tokens
-// and the timestamp.
-type State uint64
+// MaxLimits is the most limits (windows) one Policy can hold.
+const MaxLimits = 8
 
-// Policy is a Limit compiled for the packed State, together with the clock
-// it reads: the token-bucket arithmetic that every keyrate store shares.
-// Stores differ only in how they synchronise calls to Take on one State.
+// Policy is a named set of limits enforced together on each key under it,
+// all or nothing: a request of cost c is allowed only if every window
+// holds c tokens, and then spends c from every one; a denied request
+// spends from none. Over any interval of length T, each window i admits at
+// most Limits[i].Burst + Limits[i].Rate·T/Limits[i].Per tokens.
 //
-// A Policy is immutable after NewPolicy and safe for concurrent use.
+// A typical two-window policy caps bursts and a quota at once:
+//
+//	keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{
+//		keyrate.PerSecond(10),  // at most 10 at once, 10 a second
+//		keyrate.PerHour(1000),  // and at most 1000 an hour
+//	}}
+//
+// A policy with Unlimited set admits every request, stores nothing and
+// has no Limits (see Unlimited). Give a store its policies with
+// WithPolicies; pick one per call with a store's Tier, or per key with
+// WithPolicyFunc.
 type Policy struct {
-	limit    Limit
-	scale    uint64 // ticks per nanosecond
-	interval uint64 // ticks per token: Per·scale/Rate, exact or rounded up
-	fill     uint64 // ticks to fill an empty bucket: Burst·interval
-	exact    bool
-	clock    clock.Clock
-	epoch    time.Duration
-	maxNanos time.Duration // clock readings past epoch+maxNanos saturate
+	// Name identifies the policy: in a store's Tier and SetPolicy, in
+	// Decision.Policy, and in rate-limit headers. It must not be empty.
+	Name string
+	// Limits are the policy's windows, from 1 to MaxLimits of them,
+	// enforced together. Order matters only for a change of the policy
+	// at runtime (see SetPolicy on a store): window i keeps window i's
+	// state.
+	Limits []Limit
+	// Unlimited makes the policy admit every request without counting it:
+	// Limits must then be empty.
+	Unlimited bool
 }
 
-// NewPolicy compiles l for clock c (clock.System() if c is nil). The
-// policy's epoch, tick 0, is c's reading now. It returns an error wrapping
-// ErrInvalidLimit if l is out of range.
-func NewPolicy(l Limit, c clock.Clock) (Policy, error) {
-	p, err := compile(l)
-	if err != nil {
-		return Policy{}, err
-	}
-	if c == nil {
-		c = clock.System()
-	}
-	p.clock = c
-	p.epoch = c.Now()
-	return p, nil
+// Unlimited returns the policy named name that admits every request.
+func Unlimited(name string) Policy { return Policy{Name: name, Unlimited: true} }
+
+// Validate reports whether p can be enforced: it returns nil, or an error
+// wrapping ErrInvalidPolicy that names the offending value and its bound
+// (and wraps ErrInvalidLimit too for an invalid window).
+func (p Policy) Validate() error {
+	_, err := compilePolicy(p)
+	return err
 }
 
-// compile validates l and works out its tick unit. It reads no clock.
-func compile(l Limit) (Policy, error) {
+// String returns the policy in the form
+// `"pro": 10 per 1s, burst 10; 1000 per 1h0m0s, burst 1000`.
+func (p Policy) String() string {
+	if p.Unlimited {
+		return fmt.Sprintf("%q: unlimited", p.Name)
+	}
+	s := fmt.Sprintf("%q:", p.Name)
+	for i, l := range p.Limits {
+		if i > 0 {
+			s += ";"
+		}
+		s += " " + l.String()
+	}
+	return s
+}
+
+// compilePolicy validates p and compiles its windows, reading no clock.
+func compilePolicy(p Policy) (*Rules, error) {
 	switch {
-	case l.Rate < 1:
-		return Policy{}, fmt.Errorf("%w: Rate %d is below 1", ErrInvalidLimit, l.Rate)
-	case l.Per < 1:
-		return Policy{}, fmt.Errorf("%w: Per %v is below 1ns", ErrInvalidLimit, l.Per)
-	case l.Burst < 1:
-		return Policy{}, fmt.Errorf("%w: Burst %d is below 1", ErrInvalidLimit, l.Burst)
+	case p.Name == "":
+		return nil, fmt.Errorf("%w: the name is empty", ErrInvalidPolicy)
+	case p.Unlimited && len(p.Limits) > 0:
+		return nil, fmt.Errorf("%w: %q is unlimited but has %d limits", ErrInvalidPolicy, p.Name, len(p.Limits))
+	case p.Unlimited:
+		return &Rules{policy: Policy{Name: p.Name, Unlimited: true}}, nil
+	case len(p.Limits) == 0:
+		return nil, fmt.Errorf("%w: %q has no limits (at least 1; use Unlimited for none)", ErrInvalidPolicy, p.Name)
+	case len(p.Limits) > MaxLimits:
+		return nil, fmt.Errorf("%w: %q has %d limits, above the most of %d", ErrInvalidPolicy, p.Name, len(p.Limits), MaxLimits)
 	}
-	per, rate := uint64(l.Per), uint64(l.Rate)
-	p := Policy{limit: l}
-	if g := gcd(per, rate); rate/g <= MaxScale {
-		// Exact: count time in units of 1/(Rate/g) ns, so that one token is
-		// (Per/g) ticks, a whole number.
-		p.scale, p.interval, p.exact = rate/g, per/g, true
-	} else {
-		// Coarse: the least scale whose interval, rounded up (against the
-		// client), is within 1/coarseError of the true one.
-		for k := uint64(1); k <= MaxScale; k++ {
-			hi, lo := bits.Mul64(per, k)
-			// hi < rate, since per·k < 2^67 and rate > MaxScale; and r > 0,
-			// since rate/g > MaxScale cannot divide k.
-			q, r := bits.Div64(hi, lo, rate)
-			// The fraction of the rate lost by rounding up is
-			// (q+1 - per·k/rate) / (per·k/rate) = (rate-r) / (per·k).
-			lostHi, lostLo := bits.Mul64(rate-r, coarseError)
-			if hi > lostHi || (hi == lostHi && lo >= lostLo) {
-				p.scale, p.interval = k, q+1
-				break
-			}
+	rs := &Rules{policy: Policy{Name: p.Name, Limits: slices.Clone(p.Limits)}, rules: make([]Rule, len(p.Limits))}
+	rs.minBurst = p.Limits[0].Burst
+	for i, l := range p.Limits {
+		r, err := compile(l)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q window %d (%v): %w", ErrInvalidPolicy, p.Name, i, l, err)
 		}
-		if p.scale == 0 {
-			return Policy{}, fmt.Errorf("%w: Rate %d per %v is too fast: a token every %.3gns is below the %dns the state can count within 0.01%%",
-				ErrInvalidLimit, l.Rate, l.Per, float64(per)/float64(rate), coarseError/MaxScale)
-		}
+		r.policy, r.window = p.Name, i
+		rs.rules[i] = r
+		rs.minBurst = min(rs.minBurst, l.Burst)
 	}
-	if hi, lo := bits.Mul64(uint64(l.Burst), p.interval); hi != 0 || lo > maxTicks {
-		maxBurst := maxTicks / p.interval
-		return Policy{}, fmt.Errorf("%w: Burst %d takes too long to fill at %d per %v: the most is %d",
-			ErrInvalidLimit, l.Burst, l.Rate, l.Per, maxBurst)
-	}
-	p.fill = uint64(l.Burst) * p.interval
-	p.maxNanos = time.Duration(maxTicks / p.scale)
-	return p, nil
-}
-
-func gcd(a, b uint64) uint64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
-// Limit returns the limit the policy enforces.
-func (p *Policy) Limit() Limit { return p.limit }
-
-// Exact reports whether the policy's decisions equal those of the exact
-// rational token bucket. It is true whenever Per/Rate, reduced to lowest
-// terms, has a denominator of at most MaxScale (every limit whose token
-// interval is a whole number of nanoseconds, and 3 per 10s too). Otherwise
-// the interval is rounded up, losing less than 0.01% of the rate.
-func (p *Policy) Exact() bool { return p.exact }
-
-// Range returns the policy's clock range: readings up to Range after the
-// epoch are exact; later ones saturate there, so time stops rather than
-// wraps. It is 2^62/Scale ns: 146 years at one tick per nanosecond.
-func (p *Policy) Range() time.Duration { return p.maxNanos }
-
-// Scale returns the policy's ticks per nanosecond.
-func (p *Policy) Scale() uint64 { return p.scale }
-
-// Now reads the policy's clock and returns the time since the epoch in
-// ticks. A reading before the epoch counts as tick 0; one more than the
-// clock range after it saturates, so that time stops rather than wraps.
-func (p *Policy) Now() uint64 { return p.Ticks(p.clock.Now()) }
-
-// Ticks converts a reading t of the policy's clock to ticks since the
-// epoch, as Now does.
-func (p *Policy) Ticks(t time.Duration) uint64 {
-	d := t - p.epoch
-	if d < 0 {
-		d = 0
-	} else if d > p.maxNanos {
-		d = p.maxNanos
-	}
-	return uint64(d) * p.scale
-}
-
-// CheckCost returns nil if cost can ever be allowed under the policy, and
-// otherwise an error wrapping ErrInvalidCost or ErrCostExceedsBurst.
-func (p *Policy) CheckCost(cost int) error {
-	if cost < 1 {
-		return fmt.Errorf("%w: cost %d is below 1", ErrInvalidCost, cost)
-	}
-	if cost > p.limit.Burst {
-		return fmt.Errorf("%w: cost %d is above the burst of %d", ErrCostExceedsBurst, cost, p.limit.Burst)
-	}
-	return nil
-}
-
-// Take is the token-bucket transition: it spends cost tokens from state s
-// at tick now, returning the new state and true, or s and false if the
-// bucket holds fewer than cost tokens. It is pure: it reads no clock and
-// changes nothing. cost must satisfy CheckCost.
-//
-// The new state never precedes s, so a stale reading of now (taken before
-// another goroutine's update) can only find fewer tokens, never more.
-func (p *Policy) Take(s State, now uint64, cost int) (State, bool) {
-	next := max(uint64(s), now) + uint64(cost)*p.interval
-	if next-now > p.fill {
-		return s, false
-	}
-	return State(next), true
-}
-
-// Encode returns the state of a bucket holding tokens tokens at tick now,
-// clamped to [0, Burst]. It is the inverse of Tokens.
-func (p *Policy) Encode(tokens int, now uint64) State {
-	tokens = min(max(tokens, 0), p.limit.Burst)
-	return State(now + uint64(p.limit.Burst-tokens)*p.interval)
-}
-
-// Tokens returns the whole tokens in the bucket in state s at tick now.
-func (p *Policy) Tokens(s State, now uint64) int { return p.remaining(p.debt(s, now)) }
-
-// Full reports whether the bucket in state s is full at tick now: it is
-// then indistinguishable from a new bucket.
-func (p *Policy) Full(s State, now uint64) bool { return uint64(s) <= now }
-
-// Decide builds the Decision for a request of cost at tick now, given the
-// bucket's state s after it (the new state when allowed, the unchanged one
-// when denied).
-func (p *Policy) Decide(s State, now uint64, cost int, allowed bool) Decision {
-	debt := p.debt(s, now)
-	d := Decision{
-		Allowed:    allowed,
-		Limit:      p.limit,
-		Remaining:  p.remaining(debt),
-		ResetAfter: p.duration(debt),
-	}
-	if !allowed {
-		d.RetryAfter = p.duration(debt + uint64(cost)*p.interval - p.fill)
-	}
-	return d
-}
-
-// Peek reports what a cost-1 request would get from state s at tick now,
-// spending nothing.
-func (p *Policy) Peek(s State, now uint64) Decision {
-	debt := p.debt(s, now)
-	d := Decision{
-		Allowed:    debt+p.interval <= p.fill,
-		Limit:      p.limit,
-		Remaining:  p.remaining(debt),
-		ResetAfter: p.duration(debt),
-	}
-	if !d.Allowed {
-		d.RetryAfter = p.duration(debt + p.interval - p.fill)
-	}
-	return d
-}
-
-// debt returns the ticks until the bucket in state s is full: 0 if it is.
-func (p *Policy) debt(s State, now uint64) uint64 {
-	if uint64(s) <= now {
-		return 0
-	}
-	return uint64(s) - now
-}
-
-// remaining returns the whole tokens in a bucket with the given debt. The
-// debt exceeds the fill time only after the clock went backwards.
-func (p *Policy) remaining(debt uint64) int {
-	if debt >= p.fill {
-		return 0
-	}
-	return int((p.fill - debt) / p.interval)
-}
-
-// duration converts ticks to a duration, rounding up, and saturating at
-// the longest time.Duration: a debt of up to 2^63 ticks (a bucket emptied
-// at the end of the clock range, read with the clock set back to its
-// epoch) is longer than a time.Duration can hold at one tick per
-// nanosecond, and must not wrap to a negative one.
-func (p *Policy) duration(ticks uint64) time.Duration {
-	ns := (ticks + p.scale - 1) / p.scale
-	if ns > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return time.Duration(ns)
+	return rs, nil
 }

@@ -20,7 +20,7 @@ import (
 // meanwhile, else retry with the fresh word. A denied request writes
 // nothing, so a hot key that is being denied is read-shared by every core.
 // The reading of now is not retaken on a retry: a stale reading can only
-// find fewer tokens (see keyrate.Policy.Take), so the loop never
+// find fewer tokens (see keyrate.Rule.Take), so the loop never
 // over-admits.
 //
 // # Memory
@@ -57,7 +57,7 @@ import (
 // no cap), keyrate.WithSweepInterval (default no background sweeper) and
 // keyrate.WithHashedKeys (default off).
 type Store struct {
-	policy keyrate.Policy
+	policy keyrate.Rule
 	strs   *xsync.MapOf[string, *word] // words.Strings(), for the hot path
 	words  sweep.Map[*word]
 }
@@ -68,7 +68,7 @@ type word struct{ v atomic.Uint64 }
 
 // Evict swaps w to keyrate.Tombstone if it is full at now. See
 // sweep.Bucket.
-func (w *word) Evict(p *keyrate.Policy, now uint64, floor *sweep.Floor) bool {
+func (w *word) Evict(p *keyrate.Rule, now uint64, floor *sweep.Floor) bool {
 	for {
 		old := w.v.Load()
 		if keyrate.State(old) == keyrate.Tombstone || !p.Full(keyrate.State(old), now) {
@@ -127,7 +127,7 @@ func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, r
 // SpendRare is spend for a word that may be swept (it reports swept and
 // does nothing) or not spent from yet (it reads as the floor). See
 // sweep.Bucket.
-func (w *word) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, at uint64, ok, swept bool) {
+func (w *word) SpendRare(p *keyrate.Rule, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, at uint64, ok, swept bool) {
 	for {
 		old := keyrate.State(w.v.Load())
 		state = old

@@ -54,7 +54,7 @@ import (
 // no cap), keyrate.WithSweepInterval (default no background sweeper) and
 // keyrate.WithHashedKeys (default off).
 type Store struct {
-	policy  keyrate.Policy
+	policy  keyrate.Rule
 	strs    *xsync.MapOf[string, *bucket] // buckets.Strings(), for the hot path
 	buckets sweep.Map[*bucket]
 }
@@ -67,7 +67,7 @@ type bucket struct {
 }
 
 // Evict marks b as swept if it is full at now. See sweep.Bucket.
-func (b *bucket) Evict(p *keyrate.Policy, now uint64, floor *sweep.Floor) bool {
+func (b *bucket) Evict(p *keyrate.Rule, now uint64, floor *sweep.Floor) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state == keyrate.Tombstone || !p.Full(b.state, now) {
@@ -116,7 +116,7 @@ func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok,
 // SpendRare is spend for a bucket that may be swept (it reports swept and
 // does nothing) or not spent from yet (it reads as the floor). See
 // sweep.Bucket.
-func (b *bucket) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, at uint64, ok, swept bool) {
+func (b *bucket) SpendRare(p *keyrate.Rule, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, at uint64, ok, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	state = b.state

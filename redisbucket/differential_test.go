@@ -30,7 +30,7 @@ func TestDifferential(t *testing.T) {
 		keyrate.PerSecond(1000).WithBurst(1_000_000),
 	} {
 		t.Run(limit.String(), func(t *testing.T) {
-			pol, err := keyrate.NewPolicy(limit, nil)
+			pol, err := keyrate.NewRule(limit, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,7 @@
 // use; EVAL when the server answers NOSCRIPT) on the bucket's one key, so it
 // is atomic and safe on Redis Cluster. The script reads the server's TIME,
 // the one clock of the whole fleet, and runs the same transition as
-// keyrate.Policy: the generic cell rate algorithm on the bucket's
+// keyrate.Rule: the generic cell rate algorithm on the bucket's
 // theoretical arrival time (TAT), here in integer ticks of 1/k µs, where
 // k is the least unit in which the limit's token interval is whole (k = 1
 // when it is a whole number of µs). Lua numbers are doubles, so every number
@@ -32,7 +32,7 @@
 // needs effects replication, the default since 5).
 //
 // The script returns the bucket's debt (TAT − now); Go turns it into the
-// Decision's Remaining, RetryAfter and ResetAfter with keyrate.Policy's
+// Decision's Remaining, RetryAfter and ResetAfter with keyrate.Rule's
 // rounding. For one schedule of calls at whole-µs times a Store makes the
 // same decisions as the in-process stores, field for field (the tests
 // replay random schedules on both, and run the conformance suite with

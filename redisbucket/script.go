@@ -30,7 +30,7 @@ const (
 )
 
 // gcraScript is the one script every call runs: GCRA on a theoretical
-// arrival time (TAT), as keyrate.Policy does in process, in integer ticks of
+// arrival time (TAT), as keyrate.Rule does in process, in integer ticks of
 // 1/K µs.
 //
 // KEYS[1] is the bucket. ARGV is now in µs ("-1": the server's TIME), the
@@ -55,7 +55,7 @@ const (
 // for a full bucket) after the call, in whole µs du plus db ticks, and 1 if
 // the value was malformed. du is at most 2^53 (a TAT of at most 2^52 µs +
 // F/K, read at now = 0), so du·1000 ns fits an int64. Go turns that into
-// the Decision with keyrate.Policy's rounding.
+// the Decision with keyrate.Rule's rounding.
 //
 // Numbers go to redis.call through string.format('%.0f'), which is exact
 // below 2^53, never through Lua's number-to-string conversion (14
@@ -109,7 +109,7 @@ return {1, du, db, bad}
 `)
 
 // units is a Limit compiled for the script: time in ticks of 1/k µs, with
-// the same token interval as keyrate.Policy, so that decisions are equal.
+// the same token interval as keyrate.Rule, so that decisions are equal.
 type units struct {
 	limit    keyrate.Limit
 	k        int64 // ticks per µs
@@ -122,9 +122,9 @@ type units struct {
 // compileUnits validates l for keyrate (limit.Validate) and for the script,
 // returning an error wrapping keyrate.ErrInvalidLimit that names the bound.
 //
-// keyrate.Policy counts time in ticks of 1/s ns and a token as P ticks, P
+// keyrate.Rule counts time in ticks of 1/s ns and a token as P ticks, P
 // being Per·s/Rate when that is whole and rounded up otherwise (see
-// keyrate.Policy.Exact). The script's clock has whole µs, 1000·s Policy
+// keyrate.Rule.Exact). The script's clock has whole µs, 1000·s Policy
 // ticks; dividing both by g = gcd(P, 1000·s) gives the script's tick, of
 // 1/k µs with k = 1000·s/g, and its interval I = P/g. Every quantity the
 // script handles is then a whole number of its ticks, and each decision is
@@ -133,7 +133,7 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	if err := l.Validate(); err != nil {
 		return units{}, err
 	}
-	pol, err := keyrate.NewPolicy(l, nil)
+	pol, err := keyrate.NewRule(l, nil)
 	if err != nil {
 		return units{}, err
 	}
@@ -225,7 +225,7 @@ func (u *units) remaining(d debt) int {
 }
 
 // decide builds the Decision for a request of cost given the bucket's debt
-// after it, as keyrate.Policy.Decide does.
+// after it, as keyrate.Rule.Decide does.
 func (u *units) decide(d debt, cost int, allowed bool) keyrate.Decision {
 	dec := keyrate.Decision{
 		Allowed:    allowed,
@@ -240,7 +240,7 @@ func (u *units) decide(d debt, cost int, allowed bool) keyrate.Decision {
 }
 
 // peek builds the Decision for a cost-1 request that spends nothing, as
-// keyrate.Policy.Peek does.
+// keyrate.Rule.Peek does.
 func (u *units) peek(d debt) keyrate.Decision {
 	t, ok := u.ticks(d)
 	allowed := ok && t+u.interval <= u.fill

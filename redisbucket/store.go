@@ -22,7 +22,7 @@ import (
 // Each call is one round trip: an EVALSHA of one Lua script (EVAL when the
 // server lacks it) on the one key of the bucket, which reads the server's
 // TIME and applies the generic cell rate algorithm on the bucket's
-// theoretical arrival time, as keyrate.Policy does in process, in integer
+// theoretical arrival time, as keyrate.Rule does in process, in integer
 // ticks of 1/k µs (see gcraScript). The script runs atomically on the
 // server, so concurrent calls from any number of processes never admit more
 // than the limit; the one clock is the server's, so the processes' clocks
@@ -46,7 +46,7 @@ import (
 type Store struct {
 	client   redis.UniversalClient
 	units    units
-	policy   keyrate.Policy // for CheckCost
+	policy   keyrate.Rule // for CheckCost
 	set      settings
 	fallback *atomicbucket.Store // nil unless the policy is FallbackLocal
 	// fallbackBurst is the fallback limit's Burst.
@@ -127,7 +127,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	if err != nil {
 		return nil, err
 	}
-	pol, err := keyrate.NewPolicy(limit, nil)
+	pol, err := keyrate.NewRule(limit, nil)
 	if err != nil {
 		return nil, err
 	}

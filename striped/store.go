@@ -65,7 +65,7 @@ import (
 // keyrate.WithMaxKeys (default no cap), keyrate.WithSweepInterval (default
 // no background sweeper) and keyrate.WithHashedKeys (default off).
 type Store struct {
-	policy keyrate.Policy
+	policy keyrate.Rule
 	seed   maphash.Seed
 	mask   uint64
 	strs   *table[string] // the stripes, keyed by key unless hashed
@@ -112,7 +112,7 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	policy, err := keyrate.NewPolicy(limit, set.Clock)
+	policy, err := keyrate.NewRule(limit, set.Clock)
 	if err != nil {
 		return nil, err
 	}

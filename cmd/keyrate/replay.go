@@ -155,7 +155,7 @@ func replay(r io.Reader, newStore func(keyrate.Limit, ...keyrate.Option) (keyrat
 	}
 	limit := keyrate.Limit{Rate: int(capacity), Per: time.Duration(window * u), Burst: int(capacity)}
 	clk := clock.NewManual(0) // the store's epoch is the reading at New: 0
-	policy, err := keyrate.NewPolicy(limit, clk)
+	policy, err := keyrate.NewRule(limit, clk)
 	if err != nil {
 		return cannot(err.Error())
 	}

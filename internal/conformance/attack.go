@@ -47,7 +47,7 @@ func testRotationAttack(t *testing.T, s Bounded) {
 	base := ms.HeapAlloc
 
 	l, clk := openBounded(t, s, limit, keyrate.WithMaxKeys(cap))
-	ref, err := keyrate.NewPolicy(limit, clk)
+	ref, err := keyrate.NewRule(limit, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ var seeds = [][]byte{
 // FuzzDifferential applies random operations to every store and to the
 // rational reference on a clock that only moves forwards, and requires the
 // same Decision (or error) from all of them at every step. Only limits the
-// stores decide exactly (keyrate.Policy.Exact) are compared.
+// stores decide exactly (keyrate.Rule.Exact) are compared.
 func FuzzDifferential(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s)
@@ -160,7 +160,7 @@ func FuzzDifferential(f *testing.F) {
 		if !ok {
 			return
 		}
-		if p, err := keyrate.NewPolicy(limit, nil); err != nil || !p.Exact() {
+		if p, err := keyrate.NewRule(limit, nil); err != nil || !p.Exact() {
 			return
 		}
 		const origin = 5 * time.Hour

@@ -164,7 +164,7 @@ func testSweepRemovesOnlyFull(t *testing.T, s Bounded) {
 func testMatchesNeverEvicting(t *testing.T, s Bounded) {
 	limit := keyrate.PerSecond(4).WithBurst(6) // a token every 250ms, full after 1.5s
 	l, clk := openBounded(t, s, limit)
-	ref, err := keyrate.NewPolicy(limit, clk)
+	ref, err := keyrate.NewRule(limit, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // in a separate step, so a spend that lands between the two is lost with
 // the removed bucket and the key's next request gets a fresh full one.
 type naiveStore struct {
-	policy keyrate.Policy
+	policy keyrate.Rule
 	mu     sync.Mutex
 	m      map[string]*naiveBucket
 }
@@ -25,7 +25,7 @@ type naiveBucket struct {
 }
 
 func newNaive(t *testing.T, limit keyrate.Limit, clk *clock.Manual) *naiveStore {
-	p, err := keyrate.NewPolicy(limit, clk)
+	p, err := keyrate.NewRule(limit, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

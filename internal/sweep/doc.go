@@ -9,7 +9,7 @@
 //
 // # Why removing a full bucket changes no decision
 //
-// A bucket whose state s is full at tick t (s ≤ t, keyrate.Policy.Full)
+// A bucket whose state s is full at tick t (s ≤ t, keyrate.Rule.Full)
 // behaves, for every request read at a tick now ≥ t, exactly like a new
 // bucket: Take(s, now, c) = max(s, now) + c·I = now + c·I = Take(0, now, c).
 // So a sweep that reads the clock once (t), and removes only buckets full

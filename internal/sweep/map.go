@@ -19,7 +19,7 @@ type Bucket interface {
 	// lock, or by a compare-and-swap from the state judged full), and
 	// reports whether it did; before marking it raises floor to the state
 	// it judged full. A bucket already marked reports false.
-	Evict(p *keyrate.Policy, now uint64, floor *Floor) bool
+	Evict(p *keyrate.Rule, now uint64, floor *Floor) bool
 	// SpendRare spends cost tokens from the bucket at tick now if it holds
 	// them, in one step (under its lock, or by a compare-and-swap loop),
 	// and returns its state after the call and the tick it was decided
@@ -28,7 +28,7 @@ type Bucket interface {
 	// ahead of now), and left in that state if the spend is denied, so
 	// that a sweep can remove it. A bucket marked keyrate.Tombstone is
 	// left alone and reported swept.
-	SpendRare(p *keyrate.Policy, now uint64, cost int, floor *Floor) (state keyrate.State, at uint64, ok, swept bool)
+	SpendRare(p *keyrate.Rule, now uint64, cost int, floor *Floor) (state keyrate.State, at uint64, ok, swept bool)
 	// State returns the bucket's state, which may be Fresh or
 	// keyrate.Tombstone.
 	State() keyrate.State
@@ -60,7 +60,7 @@ type Bucket interface {
 // bucket type directly. Set a Map up with Init; it is safe for concurrent
 // use.
 type Map[B Bucket] struct {
-	policy *keyrate.Policy
+	policy *keyrate.Rule
 	fresh  func(keyrate.State) B
 	seed   maphash.Seed
 	strs   *xsync.MapOf[string, B] // the keys, unless hashed
@@ -79,7 +79,7 @@ type Map[B Bucket] struct {
 // init sets m up for a store enforcing policy under settings set, with
 // fresh building a new bucket in the given state (always Fresh). It starts the
 // background sweeper if set asks for one.
-func (m *Map[B]) init(policy *keyrate.Policy, set keyrate.Settings, fresh func(keyrate.State) B) {
+func (m *Map[B]) init(policy *keyrate.Rule, set keyrate.Settings, fresh func(keyrate.State) B) {
 	m.policy, m.fresh = policy, fresh
 	if set.HashedKeys {
 		m.seed = maphash.MakeSeed()
@@ -269,7 +269,7 @@ func (f *Floor) Load() keyrate.State { return keyrate.State(f.v.Load()) }
 // bucket, exactly what a store that never evicts would give a new key.
 // Only a clock stepped backwards past the floor keeps now below it, and
 // then the floor is the guard of the package documentation.
-func (f *Floor) Start(p *keyrate.Policy, now uint64) (keyrate.State, uint64) {
+func (f *Floor) Start(p *keyrate.Rule, now uint64) (keyrate.State, uint64) {
 	s := f.Load()
 	if uint64(s) > now {
 		now = max(now, p.Now())

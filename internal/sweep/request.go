@@ -16,12 +16,12 @@ import "github.com/keyrate/keyrate"
 // sweeper if opts ask for one. It returns an error wrapping
 // keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or an
 // option is out of range, and then starts nothing.
-func (m *Map[B]) Init(policy *keyrate.Policy, limit keyrate.Limit, opts []keyrate.Option, fresh func(keyrate.State) B) error {
+func (m *Map[B]) Init(policy *keyrate.Rule, limit keyrate.Limit, opts []keyrate.Option, fresh func(keyrate.State) B) error {
 	set, err := keyrate.Configure(nil, opts...)
 	if err != nil {
 		return err
 	}
-	p, err := keyrate.NewPolicy(limit, set.Clock)
+	p, err := keyrate.NewRule(limit, set.Clock)
 	if err != nil {
 		return err
 	}

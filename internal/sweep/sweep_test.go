@@ -118,7 +118,7 @@ type hookBucket struct {
 	onEvict func()
 }
 
-func (b *hookBucket) Evict(p *keyrate.Policy, now uint64, floor *Floor) bool {
+func (b *hookBucket) Evict(p *keyrate.Rule, now uint64, floor *Floor) bool {
 	b.mu.Lock()
 	if b.state == keyrate.Tombstone || !p.Full(b.state, now) {
 		b.mu.Unlock()
@@ -135,7 +135,7 @@ func (b *hookBucket) Evict(p *keyrate.Policy, now uint64, floor *Floor) bool {
 	return true
 }
 
-func (b *hookBucket) SpendRare(p *keyrate.Policy, now uint64, cost int, floor *Floor) (keyrate.State, uint64, bool, bool) {
+func (b *hookBucket) SpendRare(p *keyrate.Rule, now uint64, cost int, floor *Floor) (keyrate.State, uint64, bool, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	state := b.state
@@ -169,7 +169,7 @@ func TestFullStoreMarkedNotDropped(t *testing.T) {
 				opts = append(opts, keyrate.WithHashedKeys())
 			}
 			var m Map[*hookBucket]
-			var p keyrate.Policy
+			var p keyrate.Rule
 			if err := m.Init(&p, keyrate.PerSecond(10), opts, func(s keyrate.State) *hookBucket { return &hookBucket{state: s} }); err != nil {
 				t.Fatal(err)
 			}

@@ -82,7 +82,7 @@ func TestLimitConstructors(t *testing.T) {
 
 // TestTake walks the transition through a table, x/time/rate style.
 func TestTake(t *testing.T) {
-	p, err := NewPolicy(PerSecond(2), clock.NewManual(0)) // a token every 500ms, burst 2
+	p, err := NewRule(PerSecond(2), clock.NewManual(0)) // a token every 500ms, burst 2
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestTake(t *testing.T) {
 
 func TestTicksClamp(t *testing.T) {
 	clk := clock.NewManual(time.Hour)
-	p, err := NewPolicy(PerSecond(7), clk) // scale 7
+	p, err := NewRule(PerSecond(7), clk) // scale 7
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,9 +252,9 @@ func TestRange(t *testing.T) {
 		{PerSecond(10), maxTicks},
 		{PerSecond(7), maxTicks / 7},
 	} {
-		p, err := NewPolicy(c.limit, nil)
+		p, err := NewRule(c.limit, nil)
 		if err != nil || p.Range() != c.want {
-			t.Errorf("NewPolicy(%v).Range() = %v, %v; want %v", c.limit, p.Range(), err, c.want)
+			t.Errorf("NewRule(%v).Range() = %v, %v; want %v", c.limit, p.Range(), err, c.want)
 		}
 	}
 }
@@ -267,7 +267,7 @@ func TestRange(t *testing.T) {
 func TestDurationsNeverNegative(t *testing.T) {
 	limit := Limit{Rate: 1, Per: 1 << 62, Burst: 1}
 	clk := clock.NewManual(0)
-	p, err := NewPolicy(limit, clk)
+	p, err := NewRule(limit, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

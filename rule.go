@@ -1,0 +1,312 @@
+package keyrate
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/keyrate/keyrate/clock"
+)
+
+// Bounds of the packed state; see the package documentation.
+const (
+	// maxTicks bounds both a store's clock reading and a bucket's fill time,
+	// in ticks, so that a theoretical arrival time (at most their sum) fits
+	// in 63 bits and no addition can wrap.
+	maxTicks = 1 << 62
+	// MaxScale is the most ticks per nanosecond a Rule uses. It keeps a
+	// store's clock range at maxTicks/MaxScale ns, over ten years.
+	MaxScale = 14
+	// coarseError bounds the rate a coarsened rule gives up: at most
+	// 1/coarseError of it (0.01%).
+	coarseError = 10_000
+)
+
+// State is one bucket's packed 64-bit state: its theoretical arrival time
+// (TAT), the tick at which the bucket will next be full. The zero State is a
+// full bucket. See the package documentation for how it encodes the tokens
+// and the timestamp.
+type State uint64
+
+// Rule is a Limit compiled for the packed State, together with the clock
+// it reads: the token-bucket arithmetic that every keyrate store shares.
+// Stores differ only in how they synchronise calls to Take on one State.
+//
+// A Rule is immutable after NewRule and safe for concurrent use.
+type Rule struct {
+	limit    Limit
+	policy   string // the name of the policy the rule is a window of
+	window   int    // the rule's index in that policy's Limits
+	scale    uint64 // ticks per nanosecond
+	interval uint64 // ticks per token: Per·scale/Rate, exact or rounded up
+	fill     uint64 // ticks to fill an empty bucket: Burst·interval
+	exact    bool
+	clock    clock.Clock
+	epoch    time.Duration
+	maxNanos time.Duration // clock readings past epoch+maxNanos saturate
+}
+
+// NewRule compiles l for clock c (clock.System() if c is nil). The
+// rule's epoch, tick 0, is c's reading now. Its decisions name the policy
+// DefaultPolicy. It returns an error wrapping
+// ErrInvalidLimit if l is out of range.
+func NewRule(l Limit, c clock.Clock) (Rule, error) {
+	p, err := compile(l)
+	if err != nil {
+		return Rule{}, err
+	}
+	if c == nil {
+		c = clock.System()
+	}
+	p.clock = c
+	p.epoch = c.Now()
+	p.policy = DefaultPolicy
+	return p, nil
+}
+
+// compile validates l and works out its tick unit. It reads no clock.
+func compile(l Limit) (Rule, error) {
+	switch {
+	case l.Rate < 1:
+		return Rule{}, fmt.Errorf("%w: Rate %d is below 1", ErrInvalidLimit, l.Rate)
+	case l.Per < 1:
+		return Rule{}, fmt.Errorf("%w: Per %v is below 1ns", ErrInvalidLimit, l.Per)
+	case l.Burst < 1:
+		return Rule{}, fmt.Errorf("%w: Burst %d is below 1", ErrInvalidLimit, l.Burst)
+	}
+	per, rate := uint64(l.Per), uint64(l.Rate)
+	p := Rule{limit: l}
+	if g := gcd(per, rate); rate/g <= MaxScale {
+		// Exact: count time in units of 1/(Rate/g) ns, so that one token is
+		// (Per/g) ticks, a whole number.
+		p.scale, p.interval, p.exact = rate/g, per/g, true
+	} else {
+		// Coarse: the least scale whose interval, rounded up (against the
+		// client), is within 1/coarseError of the true one.
+		for k := uint64(1); k <= MaxScale; k++ {
+			hi, lo := bits.Mul64(per, k)
+			// hi < rate, since per·k < 2^67 and rate > MaxScale; and r > 0,
+			// since rate/g > MaxScale cannot divide k.
+			q, r := bits.Div64(hi, lo, rate)
+			// The fraction of the rate lost by rounding up is
+			// (q+1 - per·k/rate) / (per·k/rate) = (rate-r) / (per·k).
+			lostHi, lostLo := bits.Mul64(rate-r, coarseError)
+			if hi > lostHi || (hi == lostHi && lo >= lostLo) {
+				p.scale, p.interval = k, q+1
+				break
+			}
+		}
+		if p.scale == 0 {
+			return Rule{}, fmt.Errorf("%w: Rate %d per %v is too fast: a token every %.3gns is below the %dns the state can count within 0.01%%",
+				ErrInvalidLimit, l.Rate, l.Per, float64(per)/float64(rate), coarseError/MaxScale)
+		}
+	}
+	if hi, lo := bits.Mul64(uint64(l.Burst), p.interval); hi != 0 || lo > maxTicks {
+		maxBurst := maxTicks / p.interval
+		return Rule{}, fmt.Errorf("%w: Burst %d takes too long to fill at %d per %v: the most is %d",
+			ErrInvalidLimit, l.Burst, l.Rate, l.Per, maxBurst)
+	}
+	p.fill = uint64(l.Burst) * p.interval
+	p.maxNanos = time.Duration(maxTicks / p.scale)
+	return p, nil
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// Limit returns the limit the rule enforces.
+func (p *Rule) Limit() Limit { return p.limit }
+
+// Exact reports whether the rule's decisions equal those of the exact
+// rational token bucket. It is true whenever Per/Rate, reduced to lowest
+// terms, has a denominator of at most MaxScale (every limit whose token
+// interval is a whole number of nanoseconds, and 3 per 10s too). Otherwise
+// the interval is rounded up, losing less than 0.01% of the rate.
+func (p *Rule) Exact() bool { return p.exact }
+
+// Range returns the rule's clock range: readings up to Range after the
+// epoch are exact; later ones saturate there, so time stops rather than
+// wraps. It is 2^62/Scale ns: 146 years at one tick per nanosecond.
+func (p *Rule) Range() time.Duration { return p.maxNanos }
+
+// Scale returns the rule's ticks per nanosecond.
+func (p *Rule) Scale() uint64 { return p.scale }
+
+// Now reads the rule's clock and returns the time since the epoch in
+// ticks. A reading before the epoch counts as tick 0; one more than the
+// clock range after it saturates, so that time stops rather than wraps.
+func (p *Rule) Now() uint64 { return p.Ticks(p.clock.Now()) }
+
+// Ticks converts a reading t of the rule's clock to ticks since the
+// epoch, as Now does.
+func (p *Rule) Ticks(t time.Duration) uint64 {
+	d := t - p.epoch
+	if d < 0 {
+		d = 0
+	} else if d > p.maxNanos {
+		d = p.maxNanos
+	}
+	return uint64(d) * p.scale
+}
+
+// CheckCost returns nil if cost can ever be allowed under the rule, and
+// otherwise an error wrapping ErrInvalidCost or ErrCostExceedsBurst.
+func (p *Rule) CheckCost(cost int) error {
+	if cost < 1 {
+		return fmt.Errorf("%w: cost %d is below 1", ErrInvalidCost, cost)
+	}
+	if cost > p.limit.Burst {
+		return fmt.Errorf("%w: cost %d is above the burst of %d", ErrCostExceedsBurst, cost, p.limit.Burst)
+	}
+	return nil
+}
+
+// Take is the token-bucket transition: it spends cost tokens from state s
+// at tick now, returning the new state and true, or s and false if the
+// bucket holds fewer than cost tokens. It is pure: it reads no clock and
+// changes nothing. cost must satisfy CheckCost.
+//
+// The new state never precedes s, so a stale reading of now (taken before
+// another goroutine's update) can only find fewer tokens, never more.
+func (p *Rule) Take(s State, now uint64, cost int) (State, bool) {
+	next := max(uint64(s), now) + uint64(cost)*p.interval
+	if next-now > p.fill {
+		return s, false
+	}
+	return State(next), true
+}
+
+// Refund gives cost tokens back to the bucket in state s at tick now and
+// returns the new state: the bucket then holds cost more tokens, or Burst
+// if that is fewer. It is exact: a spend of cost followed by a refund of
+// cost, with nothing in between, leaves the bucket holding what it held
+// before (or a full bucket, which is the same). cost must be at least 1.
+//
+// A refund moves the state back by at most cost tokens' worth and never
+// below now, so a refund made with a stale reading of now gives back at
+// most cost tokens too.
+func (p *Rule) Refund(s State, now uint64, cost int) State {
+	debt := p.debt(s, now)
+	hi, back := bits.Mul64(uint64(cost), p.interval)
+	if hi != 0 || back >= debt {
+		return State(min(uint64(s), now)) // full
+	}
+	return s - State(back)
+}
+
+// Debt returns the tokens missing from the bucket in state s at tick now
+// (spent and not yet refilled), as a fraction num/den: num is the debt in
+// ticks and den the ticks per token. Convert uses it to carry a bucket's
+// state over to another rule.
+func (p *Rule) Debt(s State, now uint64) (num, den uint64) { return p.debt(s, now), p.interval }
+
+// Carry returns the state, under p at tick now, of a bucket that has spent
+// num/den tokens not yet refilled (from Debt under another rule), rounded
+// up to a whole tick against the client and capped at an empty bucket: the
+// rule by which a key keeps its state when its limit changes. The bucket
+// then holds Burst − num/den tokens of p, or none if that is negative, and
+// never more than Burst.
+func (p *Rule) Carry(num, den uint64, now uint64) State {
+	if num == 0 {
+		return State(now)
+	}
+	hi, lo := bits.Mul64(num, p.interval)
+	if hi >= den { // the quotient would not fit: more than any fill time
+		return State(now + p.fill)
+	}
+	q, r := bits.Div64(hi, lo, den)
+	if r != 0 {
+		q++
+	}
+	return State(now + min(q, p.fill))
+}
+
+// Encode returns the state of a bucket holding tokens tokens at tick now,
+// clamped to [0, Burst]. It is the inverse of Tokens.
+func (p *Rule) Encode(tokens int, now uint64) State {
+	tokens = min(max(tokens, 0), p.limit.Burst)
+	return State(now + uint64(p.limit.Burst-tokens)*p.interval)
+}
+
+// Tokens returns the whole tokens in the bucket in state s at tick now.
+func (p *Rule) Tokens(s State, now uint64) int { return p.remaining(p.debt(s, now)) }
+
+// Full reports whether the bucket in state s is full at tick now: it is
+// then indistinguishable from a new bucket.
+func (p *Rule) Full(s State, now uint64) bool { return uint64(s) <= now }
+
+// Decide builds the Decision for a request of cost at tick now, given the
+// bucket's state s after it (the new state when allowed, the unchanged one
+// when denied).
+func (p *Rule) Decide(s State, now uint64, cost int, allowed bool) Decision {
+	debt := p.debt(s, now)
+	reset := p.duration(debt)
+	d := Decision{
+		Allowed:          allowed,
+		Policy:           p.policy,
+		Window:           p.window,
+		Limit:            p.limit,
+		Remaining:        p.remaining(debt),
+		ResetAfter:       reset,
+		WindowResetAfter: reset,
+	}
+	if !allowed {
+		d.RetryAfter = p.duration(debt + uint64(cost)*p.interval - p.fill)
+	}
+	return d
+}
+
+// Peek reports what a cost-1 request would get from state s at tick now,
+// spending nothing.
+func (p *Rule) Peek(s State, now uint64) Decision {
+	debt := p.debt(s, now)
+	reset := p.duration(debt)
+	d := Decision{
+		Allowed:          debt+p.interval <= p.fill,
+		Policy:           p.policy,
+		Window:           p.window,
+		Limit:            p.limit,
+		Remaining:        p.remaining(debt),
+		ResetAfter:       reset,
+		WindowResetAfter: reset,
+	}
+	if !d.Allowed {
+		d.RetryAfter = p.duration(debt + p.interval - p.fill)
+	}
+	return d
+}
+
+// debt returns the ticks until the bucket in state s is full: 0 if it is.
+func (p *Rule) debt(s State, now uint64) uint64 {
+	if uint64(s) <= now {
+		return 0
+	}
+	return uint64(s) - now
+}
+
+// remaining returns the whole tokens in a bucket with the given debt. The
+// debt exceeds the fill time only after the clock went backwards.
+func (p *Rule) remaining(debt uint64) int {
+	if debt >= p.fill {
+		return 0
+	}
+	return int((p.fill - debt) / p.interval)
+}
+
+// duration converts ticks to a duration, rounding up, and saturating at
+// the longest time.Duration: a debt of up to 2^63 ticks (a bucket emptied
+// at the end of the clock range, read with the clock set back to its
+// epoch) is longer than a time.Duration can hold at one tick per
+// nanosecond, and must not wrap to a negative one.
+func (p *Rule) duration(ticks uint64) time.Duration {
+	ns := (ticks + p.scale - 1) / p.scale
+	if ns > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}

@@ -1,0 +1,207 @@
+package keyrate
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/keyrate/keyrate/clock"
+)
+
+// Rules is a Policy compiled for the packed State: one Rule per window,
+// sharing one clock and epoch, and the all-or-nothing transition over a
+// key's states, one per window. It is what a store enforces; stores differ
+// only in how they synchronise calls to its methods on one key's states.
+//
+// A store compiles each version of each policy once (a change at runtime
+// compiles a new Rules), so a key's bucket records the *Rules its states
+// were written under and can tell when its policy changed. A Rules is
+// immutable and safe for concurrent use.
+type Rules struct {
+	policy   Policy
+	rules    []Rule
+	minBurst int
+}
+
+// NewRules compiles p for clock c (clock.System() if nil), with the
+// epoch, tick 0, at c's reading now. It returns an error wrapping
+// ErrInvalidPolicy if p is out of range.
+func NewRules(p Policy, c clock.Clock) (*Rules, error) {
+	if c == nil {
+		c = clock.System()
+	}
+	return compileRules(p, c, c.Now())
+}
+
+// compileRules compiles p for clock c with the given epoch.
+func compileRules(p Policy, c clock.Clock, epoch time.Duration) (*Rules, error) {
+	rs, err := compilePolicy(p)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rs.rules {
+		rs.rules[i].clock, rs.rules[i].epoch = c, epoch
+	}
+	return rs, nil
+}
+
+// Name returns the policy's name.
+func (rs *Rules) Name() string { return rs.policy.Name }
+
+// Policy returns the policy rs enforces (a copy).
+func (rs *Rules) Policy() Policy {
+	p := rs.policy
+	p.Limits = append([]Limit(nil), p.Limits...)
+	return p
+}
+
+// Unlimited reports whether the policy admits every request; it then has
+// no windows.
+func (rs *Rules) Unlimited() bool { return rs.policy.Unlimited }
+
+// Len returns the number of windows: the length of the state slices the
+// other methods take.
+func (rs *Rules) Len() int { return len(rs.rules) }
+
+// Rule returns window i's rule. Stores call it for a one-window policy's
+// fast path, which is exactly the single-limit arithmetic.
+func (rs *Rules) Rule(i int) *Rule { return &rs.rules[i] }
+
+// Now reads the clock, for the methods that take a reading t.
+func (rs *Rules) Now() time.Duration {
+	if len(rs.rules) == 0 {
+		return 0
+	}
+	return rs.rules[0].clock.Now()
+}
+
+// CheckCost returns nil if cost can ever be allowed under the policy, and
+// otherwise an error wrapping ErrInvalidCost (cost below 1) or
+// ErrCostExceedsBurst (cost above the smallest Burst of its windows).
+func (rs *Rules) CheckCost(cost int) error {
+	if cost < 1 {
+		return fmt.Errorf("%w: cost %d is below 1", ErrInvalidCost, cost)
+	}
+	if cost > rs.minBurst && !rs.policy.Unlimited {
+		if len(rs.rules) == 1 {
+			return fmt.Errorf("%w: cost %d is above the burst of %d", ErrCostExceedsBurst, cost, rs.minBurst)
+		}
+		return fmt.Errorf("%w: cost %d is above the burst of %d of policy %q's smallest window", ErrCostExceedsBurst, cost, rs.minBurst, rs.policy.Name)
+	}
+	return nil
+}
+
+// Take is the all-or-nothing transition: it spends cost tokens from every
+// window's state in s (one per window) at clock reading t if every window
+// holds them, updating s and returning -1, or returns the index of the
+// first window that does not, leaving s unchanged. It is pure, and never
+// moves a state backwards. cost must satisfy CheckCost.
+func (rs *Rules) Take(s []State, t time.Duration, cost int) (denied int) {
+	var next [MaxLimits]State
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		n, ok := r.Take(s[i], r.Ticks(t), cost)
+		if !ok {
+			return i
+		}
+		next[i] = n
+	}
+	copy(s, next[:len(rs.rules)])
+	return -1
+}
+
+// Refund gives cost tokens back to every window's state in s at clock
+// reading t, each capped at its Burst (see Rule.Refund).
+func (rs *Rules) Refund(s []State, t time.Duration, cost int) {
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		s[i] = r.Refund(s[i], r.Ticks(t), cost)
+	}
+}
+
+// Full reports whether every window's state in s is full at reading t:
+// the key is then indistinguishable from a new one.
+func (rs *Rules) Full(s []State, t time.Duration) bool {
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		if !r.Full(s[i], r.Ticks(t)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Carry fills into, one state per window of rs, with the states of a key
+// whose states under rules from were s, at clock reading t: the rule by
+// which a key keeps its state when its policy changes. Window i keeps the
+// tokens it has spent and not yet refilled under window i of from, capped
+// at its new Burst (so it never holds more than that); a window from did
+// not have starts full. from and rs must share a clock and an epoch (both
+// compiled by one store).
+func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		now := r.Ticks(t)
+		if i >= len(from.rules) {
+			into[i] = State(now)
+			continue
+		}
+		f := &from.rules[i]
+		num, den := f.Debt(s[i], f.Ticks(t))
+		into[i] = r.Carry(num, den, now)
+	}
+}
+
+// Decide builds the Decision for a request of cost at clock reading t,
+// given the states s after it (the new states when allowed, the unchanged
+// ones when denied) and Take's result.
+func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) Decision {
+	if rs.policy.Unlimited {
+		return rs.UnlimitedDecision()
+	}
+	if len(rs.rules) == 1 {
+		r := &rs.rules[0]
+		return r.Decide(s[0], r.Ticks(t), cost, denied < 0)
+	}
+	d := Decision{Allowed: denied < 0, Policy: rs.policy.Name, Window: -1}
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		debt := r.debt(s[i], r.Ticks(t))
+		rem, reset := r.remaining(debt), r.duration(debt)
+		d.ResetAfter = max(d.ResetAfter, reset)
+		if need := debt + uint64(cost)*r.interval; !d.Allowed && need > r.fill {
+			d.RetryAfter = max(d.RetryAfter, r.duration(need-r.fill))
+		}
+		if i == denied || (denied < 0 && (d.Window < 0 || rem < d.Remaining)) {
+			d.Window, d.WindowResetAfter = i, reset
+		}
+		if i == 0 || rem < d.Remaining {
+			d.Remaining = rem
+		}
+	}
+	d.Limit = rs.policy.Limits[d.Window]
+	return d
+}
+
+// Peek reports what a cost-1 request would get from the states s at clock
+// reading t, spending nothing.
+func (rs *Rules) Peek(s []State, t time.Duration) Decision {
+	if rs.policy.Unlimited {
+		return rs.UnlimitedDecision()
+	}
+	denied := -1
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		if r.debt(s[i], r.Ticks(t))+r.interval > r.fill {
+			denied = i
+			break
+		}
+	}
+	return rs.Decide(s, t, 1, denied)
+}
+
+// UnlimitedDecision is the Decision of an unlimited policy: allowed, with
+// math.MaxInt tokens remaining and no limit.
+func (rs *Rules) UnlimitedDecision() Decision {
+	return Decision{Allowed: true, Policy: rs.policy.Name, Remaining: math.MaxInt}
+}

@@ -1,0 +1,175 @@
+package keyrate
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keyrate/keyrate/clock"
+)
+
+// Tier is a handle on one of a store's named policies, from the store's
+// Tier method: pass it with each request to choose the policy that
+// request is decided under (typically the client's plan, known after
+// authentication). Resolving it costs one atomic load, not a lookup by
+// name, and it follows the store's SetPolicy: a request made with it after
+// a change is decided under the new limits.
+//
+// The zero Tier is the store's default policy. A Tier is valid only for
+// the store that returned it.
+type Tier struct{ slot *tierSlot }
+
+// Name returns the name of the policy t stands for.
+func (t Tier) Name() string {
+	if t.slot == nil {
+		return DefaultPolicy
+	}
+	return t.slot.name
+}
+
+// tierSlot holds the current version of one named policy.
+type tierSlot struct {
+	owner *Policies
+	name  string
+	cur   atomic.Pointer[Rules]
+}
+
+// Policies is a store's set of policies: the default one (from the Limit
+// given to New, or a policy named DefaultPolicy in WithPolicies), the
+// named ones from WithPolicies, and the function from WithPolicyFunc. It
+// compiles every policy for one clock and epoch, so that a key's state can
+// be carried from one policy to another. Stores hold one and expose its
+// methods; it is safe for concurrent use.
+type Policies struct {
+	clock clock.Clock
+	epoch time.Duration
+	def   *tierSlot
+	fn    func(key string) string
+
+	mu    sync.Mutex                          // serialises Set
+	names atomic.Pointer[map[string]*tierSlot] // copy-on-write
+}
+
+// NewPolicies compiles a store's policies: limit as the default policy
+// (unless set.Policies has one named DefaultPolicy), and set.Policies,
+// for set.Clock. It returns an error wrapping ErrInvalidLimit for an
+// invalid limit, ErrInvalidPolicy for an invalid policy or two policies
+// with one name.
+func NewPolicies(limit Limit, set Settings) (*Policies, error) {
+	c := set.Clock
+	if c == nil {
+		c = clock.System()
+	}
+	ps := &Policies{clock: c, epoch: c.Now(), fn: set.PolicyFunc}
+	names := make(map[string]*tierSlot, len(set.Policies)+1)
+	for _, p := range set.Policies {
+		if _, dup := names[p.Name]; dup {
+			return nil, fmt.Errorf("%w: two policies are named %q", ErrInvalidPolicy, p.Name)
+		}
+		rs, err := compileRules(p, ps.clock, ps.epoch)
+		if err != nil {
+			return nil, err
+		}
+		slot := &tierSlot{owner: ps, name: p.Name}
+		slot.cur.Store(rs)
+		names[p.Name] = slot
+	}
+	if names[DefaultPolicy] == nil {
+		if _, err := compile(limit); err != nil {
+			return nil, err
+		}
+		rs, err := compileRules(Policy{Name: DefaultPolicy, Limits: []Limit{limit}}, ps.clock, ps.epoch)
+		if err != nil {
+			return nil, err
+		}
+		slot := &tierSlot{owner: ps, name: DefaultPolicy}
+		slot.cur.Store(rs)
+		names[DefaultPolicy] = slot
+	}
+	ps.def = names[DefaultPolicy]
+	ps.names.Store(&names)
+	return ps, nil
+}
+
+// Default returns the current version of the default policy.
+func (ps *Policies) Default() *Rules { return ps.def.cur.Load() }
+
+// Now reads the store's clock.
+func (ps *Policies) Now() time.Duration { return ps.clock.Now() }
+
+// Tier returns a handle on the policy named name, or an error wrapping
+// ErrUnknownPolicy that names it.
+func (ps *Policies) Tier(name string) (Tier, error) {
+	slot := (*ps.names.Load())[name]
+	if slot == nil {
+		return Tier{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, name)
+	}
+	return Tier{slot}, nil
+}
+
+// Rules returns the current version of the policy t stands for, or an
+// error wrapping ErrUnknownPolicy if t came from another store.
+func (ps *Policies) Rules(t Tier) (*Rules, error) {
+	if t.slot == nil {
+		return ps.def.cur.Load(), nil
+	}
+	if t.slot.owner != ps {
+		return nil, fmt.Errorf("%w: %q is a Tier of another store", ErrUnknownPolicy, t.slot.name)
+	}
+	return t.slot.cur.Load(), nil
+}
+
+// ForKey returns the current version of the policy for key: the one
+// WithPolicyFunc names (the default for the empty name), or the default
+// policy without a function. It returns an error wrapping
+// ErrUnknownPolicy if the function names a policy the store lacks.
+func (ps *Policies) ForKey(key string) (*Rules, error) {
+	if ps.fn == nil {
+		return ps.def.cur.Load(), nil
+	}
+	name := ps.fn(key)
+	if name == "" {
+		return ps.def.cur.Load(), nil
+	}
+	slot := (*ps.names.Load())[name]
+	if slot == nil {
+		return nil, fmt.Errorf("%w: %q, named by WithPolicyFunc for key %q", ErrUnknownPolicy, name, key)
+	}
+	return slot.cur.Load(), nil
+}
+
+// Set adds p, or replaces the policy of the same name (DefaultPolicy
+// included), at once: requests that read the policy after Set returns are
+// decided under p. It returns an error wrapping ErrInvalidPolicy, and
+// changes nothing, if p is invalid.
+func (ps *Policies) Set(p Policy) error {
+	rs, err := compileRules(p, ps.clock, ps.epoch)
+	if err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	names := *ps.names.Load()
+	if slot := names[p.Name]; slot != nil {
+		slot.cur.Store(rs)
+		return nil
+	}
+	next := maps.Clone(names)
+	slot := &tierSlot{owner: ps, name: p.Name}
+	slot.cur.Store(rs)
+	next[p.Name] = slot
+	ps.names.Store(&next)
+	return nil
+}
+
+// List returns the current version of every policy, in no set order.
+func (ps *Policies) List() []Policy {
+	names := *ps.names.Load()
+	out := make([]Policy, 0, len(names))
+	for _, slot := range names {
+		out = append(out, slot.cur.Load().Policy())
+	}
+	return out
+}
