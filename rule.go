@@ -154,6 +154,19 @@ func (p *Rule) Ticks(t time.Duration) uint64 {
 	return uint64(d) * p.scale
 }
 
+// Reading returns the earliest reading of the rule's clock at which the
+// bucket in state s is full, rounded up to a whole nanosecond (and
+// saturating at the longest time.Duration): the inverse of Ticks. A store
+// keeps its floor (the latest instant any evicted bucket was full at) as a
+// reading, so that rules of different scales can share it.
+func (p *Rule) Reading(s State) time.Duration {
+	ns := (uint64(s) + p.scale - 1) / p.scale
+	if ns > uint64(math.MaxInt64-max(p.epoch, 0)) {
+		return math.MaxInt64
+	}
+	return p.epoch + time.Duration(ns)
+}
+
 // CheckCost returns nil if cost can ever be allowed under the rule, and
 // otherwise an error wrapping ErrInvalidCost or ErrCostExceedsBurst.
 func (p *Rule) CheckCost(cost int) error {

@@ -131,6 +131,16 @@ func (rs *Rules) Full(s []State, t time.Duration) bool {
 	return true
 }
 
+// Reading returns the earliest clock reading at which every window's
+// state in s is full (see Rule.Reading).
+func (rs *Rules) Reading(s []State) time.Duration {
+	var t time.Duration = math.MinInt64
+	for i := range rs.rules {
+		t = max(t, rs.rules[i].Reading(s[i]))
+	}
+	return t
+}
+
 // Carry fills into, one state per window of rs, with the states of a key
 // whose states under rules from were s, at clock reading t: the rule by
 // which a key keeps its state when its policy changes. Window i keeps the

@@ -48,7 +48,7 @@ type Policies struct {
 	def   *tierSlot
 	fn    func(key string) string
 
-	mu    sync.Mutex                          // serialises Set
+	mu    sync.Mutex                           // serialises Set
 	names atomic.Pointer[map[string]*tierSlot] // copy-on-write
 }
 

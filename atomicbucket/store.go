@@ -3,7 +3,9 @@
 package atomicbucket
 
 import (
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
 
@@ -57,137 +59,358 @@ import (
 // no cap), keyrate.WithSweepInterval (default no background sweeper) and
 // keyrate.WithHashedKeys (default off).
 type Store struct {
-	policy keyrate.Rule
-	strs   *xsync.MapOf[string, *word] // words.Strings(), for the hot path
-	words  sweep.Map[*word]
+	pols  *keyrate.Policies
+	strs  *xsync.MapOf[string, *bucket] // words.Strings(), for the hot path
+	words sweep.Map[*bucket]
 }
 
-// word is one key's packed state; keyrate.Tombstone once swept, and
-// sweep.Fresh until first spent from.
-type word struct{ v atomic.Uint64 }
-
-// Evict swaps w to keyrate.Tombstone if it is full at now. See
-// sweep.Bucket.
-func (w *word) Evict(p *keyrate.Rule, now uint64, floor *sweep.Floor) bool {
-	for {
-		old := w.v.Load()
-		if keyrate.State(old) == keyrate.Tombstone || !p.Full(keyrate.State(old), now) {
-			return false
-		}
-		floor.Raise(keyrate.State(old)) // harmless if the swap then fails
-		if w.v.CompareAndSwap(old, uint64(keyrate.Tombstone)) {
-			return true
-		}
-	}
+// bucket is one key's packed states under one policy. Window 0's state
+// is the atomic word w: keyrate.Tombstone once swept, and sweep.Fresh
+// until first spent from. A one-window bucket is just that word, updated
+// by compare-and-swap. A bucket of several windows keeps windows 1 and on
+// in rest, and uses w as its lock as well: a call swaps w to locked (from
+// the state it read), reads and writes every window, and releases the lock
+// by storing window 0's new state in w.
+type bucket struct {
+	rules *keyrate.Rules
+	w     atomic.Uint64
+	rest  *[keyrate.MaxLimits - 1]keyrate.State // guarded by the lock in w
 }
+
+// locked is w's value while a call holds a bucket of several windows.
+const locked = uint64(sweep.Fresh - 1)
 
 var (
 	_ keyrate.Limiter        = (*Store)(nil)
 	_ keyrate.BoundedLimiter = (*Store)(nil)
+	_ keyrate.PolicyLimiter  = (*Store)(nil)
 )
 
-// New returns a store enforcing limit on every key. It returns an error
-// wrapping keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or
-// an option is out of range.
+// New returns a store enforcing limit on every key, or the policies of
+// keyrate.WithPolicies and keyrate.WithPolicyFunc. It returns an error
+// wrapping keyrate.ErrInvalidLimit, keyrate.ErrInvalidPolicy or
+// keyrate.ErrInvalidOption if limit, a policy or an option is out of
+// range.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	s := new(Store)
-	if err := s.words.Init(&s.policy, limit, opts, newWord); err != nil {
+	if err := s.words.Init(&s.pols, limit, opts, newBucket); err != nil {
 		return nil, err
 	}
 	s.strs = s.words.Strings()
 	return s, nil
 }
 
-// newWord returns a new word in state st.
-func newWord(st keyrate.State) *word {
-	w := new(word)
-	w.v.Store(uint64(st))
-	return w
+// newBucket returns a new bucket under rs in states st (Fresh if nil).
+func newBucket(rs *keyrate.Rules, st []keyrate.State) *bucket {
+	b := &bucket{rules: rs}
+	if rs.Len() > 1 {
+		b.rest = new([keyrate.MaxLimits - 1]keyrate.State)
+	}
+	if st == nil {
+		b.w.Store(uint64(sweep.Fresh))
+		return b
+	}
+	b.w.Store(uint64(st[0]))
+	if b.rest != nil {
+		copy(b.rest[:], st[1:])
+	}
+	return b
 }
 
-// spend runs the CAS loop on w at tick now: it spends cost tokens if the
-// bucket holds them and returns the state after the call. It reports rare,
-// and does nothing, if w is swept or not spent from yet: SpendRare's case.
-func (s *Store) spend(w *word, now uint64, cost int) (state keyrate.State, ok, rare bool) {
+// Rules returns the policy b is under. See sweep.Bucket.
+func (b *bucket) Rules() *keyrate.Rules { return b.rules }
+
+// lock takes the lock of a bucket of several windows and returns window
+// 0's state, or reports swept.
+func (b *bucket) lock() (v keyrate.State, swept bool) {
 	for {
-		old := keyrate.State(w.v.Load())
+		old := b.w.Load()
+		switch old {
+		case uint64(keyrate.Tombstone):
+			return 0, true
+		case locked:
+			runtime.Gosched() // held for a few loads and stores
+			continue
+		}
+		if b.w.CompareAndSwap(old, locked) {
+			return keyrate.State(old), false
+		}
+	}
+}
+
+// load copies the states of a locked bucket into s, window 0's being v.
+func (b *bucket) load(v keyrate.State, s []keyrate.State) {
+	s[0] = v
+	copy(s[1:], b.rest[:len(s)-1])
+}
+
+// unlock stores the states s into a locked bucket and releases it.
+func (b *bucket) unlock(s []keyrate.State) {
+	copy(b.rest[:len(s)-1], s[1:])
+	b.w.Store(uint64(s[0]))
+}
+
+// Evict marks b swept if every window is full at reading t. See
+// sweep.Bucket.
+func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
+	if b.rest == nil {
+		r := b.rules.Rule(0)
+		now := r.Ticks(t)
+		for {
+			old := b.w.Load()
+			if keyrate.State(old) >= sweep.Fresh || !r.Full(keyrate.State(old), now) {
+				return false
+			}
+			floor.Raise(r.Reading(keyrate.State(old))) // harmless if the swap then fails
+			if b.w.CompareAndSwap(old, uint64(keyrate.Tombstone)) {
+				return true
+			}
+		}
+	}
+	if v := b.w.Load(); v >= uint64(sweep.Fresh)-1 { // locked, fresh or swept: not full
+		return false
+	}
+	v, swept := b.lock()
+	if swept {
+		return false
+	}
+	var s [keyrate.MaxLimits]keyrate.State
+	n := b.rules.Len()
+	b.load(v, s[:n])
+	if v == sweep.Fresh || !b.rules.Full(s[:n], t) {
+		b.w.Store(uint64(v))
+		return false
+	}
+	floor.Raise(b.rules.Reading(s[:n]))
+	b.w.Store(uint64(keyrate.Tombstone))
+	return true
+}
+
+// spend runs the CAS loop on a one-window bucket under r at tick now: it
+// spends cost tokens if the bucket holds them and returns the state after
+// the call. It reports rare, and does nothing, if b is swept or not spent
+// from yet: SpendRare's case.
+func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (state keyrate.State, ok, rare bool) {
+	for {
+		old := keyrate.State(b.w.Load())
 		if old >= sweep.Fresh {
 			return 0, false, true
 		}
-		next, ok := s.policy.Take(old, now, cost)
+		next, ok := r.Take(old, now, cost)
 		if !ok {
 			return old, false, false
 		}
-		if w.v.CompareAndSwap(uint64(old), uint64(next)) {
+		if b.w.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, true, false
 		}
 	}
 }
 
-// SpendRare is spend for a word that may be swept (it reports swept and
-// does nothing) or not spent from yet (it reads as the floor). See
-// sweep.Bucket.
-func (w *word) SpendRare(p *keyrate.Rule, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, at uint64, ok, swept bool) {
+// SpendRare spends from a bucket that may be swept (it reports swept and
+// does nothing), not spent from yet (it reads as the floor), or of several
+// windows. See sweep.Bucket.
+func (b *bucket) SpendRare(t time.Duration, cost int, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
+	if b.rest != nil {
+		v, swept := b.lock()
+		if swept {
+			return s, t, 0, true
+		}
+		n := b.rules.Len()
+		if v == sweep.Fresh {
+			t = floor.Start(b.rules, t, s[:n])
+		} else {
+			b.load(v, s[:n])
+		}
+		denied := b.rules.Take(s[:n], t, cost) // a denied first spend keeps the floor: so that it can be swept
+		b.unlock(s[:n])
+		return s, t, denied, false
+	}
+	r := b.rules.Rule(0)
 	for {
-		old := keyrate.State(w.v.Load())
-		state = old
+		old := keyrate.State(b.w.Load())
+		at, state := t, old
 		switch old {
 		case keyrate.Tombstone:
-			return 0, now, false, true
+			return s, t, 0, true
 		case sweep.Fresh:
-			state, now = floor.Start(p, now)
+			at = floor.Start(b.rules, t, s[:1])
+			state = s[0]
 		}
-		next, ok := p.Take(state, now, cost)
+		next, ok := r.Take(state, r.Ticks(at), cost)
 		if !ok {
 			if old != sweep.Fresh {
-				return old, now, false, false
+				s[0] = old
+				return s, at, 0, false
 			}
 			next = state // the floor, if a first spend is denied: so that it can be swept
 		}
-		if w.v.CompareAndSwap(uint64(old), uint64(next)) {
-			return next, now, ok, false
+		if b.w.CompareAndSwap(uint64(old), uint64(next)) {
+			s[0] = next
+			if ok {
+				return s, at, -1, false
+			}
+			return s, at, 0, false
 		}
 	}
 }
 
-// State returns w's state. See sweep.Bucket.
-func (w *word) State() keyrate.State { return keyrate.State(w.v.Load()) }
+// Refund gives cost tokens back to b. See sweep.Bucket.
+func (b *bucket) Refund(t time.Duration, cost int) bool {
+	if b.rest != nil {
+		v, swept := b.lock()
+		if swept {
+			return true
+		}
+		var s [keyrate.MaxLimits]keyrate.State
+		n := b.rules.Len()
+		b.load(v, s[:n])
+		if v != sweep.Fresh {
+			b.rules.Refund(s[:n], t, cost)
+		}
+		b.unlock(s[:n])
+		return false
+	}
+	r := b.rules.Rule(0)
+	now := r.Ticks(t)
+	for {
+		old := keyrate.State(b.w.Load())
+		switch old {
+		case keyrate.Tombstone:
+			return true
+		case sweep.Fresh:
+			return false
+		}
+		if b.w.CompareAndSwap(uint64(old), uint64(r.Refund(old, now, cost))) {
+			return false
+		}
+	}
+}
+
+// Retire marks b swept and returns its states. See sweep.Bucket.
+func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
+	if b.rest != nil {
+		v, swept := b.lock()
+		if swept {
+			return s, false, false
+		}
+		if v != sweep.Fresh {
+			b.load(v, s[:b.rules.Len()])
+		}
+		b.w.Store(uint64(keyrate.Tombstone))
+		return s, v == sweep.Fresh, true
+	}
+	for {
+		old := keyrate.State(b.w.Load())
+		if old == keyrate.Tombstone {
+			return s, false, false
+		}
+		if b.w.CompareAndSwap(uint64(old), uint64(keyrate.Tombstone)) {
+			s[0] = old
+			return s, old == sweep.Fresh, true
+		}
+	}
+}
+
+// Swept reports whether b is swept. See sweep.Bucket.
+func (b *bucket) Swept() bool { return b.w.Load() == uint64(keyrate.Tombstone) }
+
+// States returns b's states. See sweep.Bucket.
+func (b *bucket) States() (s sweep.States, live bool) {
+	if b.rest == nil {
+		v := keyrate.State(b.w.Load())
+		s[0] = v
+		return s, v < sweep.Fresh
+	}
+	v, swept := b.lock()
+	if swept {
+		return s, false
+	}
+	b.load(v, s[:b.rules.Len()])
+	b.w.Store(uint64(v))
+	return s, v != sweep.Fresh
+}
 
 // Allow reports whether one token may be spent for key now, and spends it
 // if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
-// store is full (keyrate.WithMaxKeys) and key is new.
+// store is full (keyrate.WithMaxKeys) and key is new, and when the
+// function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
-	if s.strs != nil { // the hot path: a known string key
-		if w, ok := s.strs.Load(key); ok {
-			if _, ok, rare := s.spend(w, s.policy.Now(), 1); !rare {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return false
+	}
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok && b.rules == rs {
+			r := rs.Rule(0)
+			if _, ok, rare := spend(r, b, r.Now(), 1); !rare {
 				return ok
 			}
 		}
 	}
-	return s.words.Allow(key)
+	return s.words.Allow(key, rs)
 }
 
-// AllowN spends cost tokens for key if its bucket holds that many, and
-// reports the decision. See keyrate.Limiter. For a new key that a full
-// store cannot track it returns an error wrapping keyrate.ErrStoreFull.
+// AllowN spends cost tokens for key if every window of its bucket holds
+// that many, and reports the decision. See keyrate.Limiter. For a new key
+// that a full store cannot track it returns an error wrapping
+// keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
-	if err := s.policy.CheckCost(cost); err != nil {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
 		return keyrate.Decision{}, err
 	}
-	if s.strs != nil { // the hot path: a known string key
-		if w, ok := s.strs.Load(key); ok {
-			now := s.policy.Now()
-			if state, ok, rare := s.spend(w, now, cost); !rare {
-				return s.policy.Decide(state, now, cost, ok), nil
+	return s.allow(key, rs, cost)
+}
+
+// AllowTier is AllowN under tier's policy. See keyrate.PolicyLimiter.
+func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return s.allow(key, rs, cost)
+}
+
+// allow is AllowN under rs.
+func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+	if err := rs.CheckCost(cost); err != nil {
+		return keyrate.Decision{}, err
+	}
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok && b.rules == rs {
+			r := rs.Rule(0)
+			now := r.Now()
+			if state, ok, rare := spend(r, b, now, cost); !rare {
+				return r.Decide(state, now, cost, ok), nil
 			}
 		}
 	}
-	return s.words.AllowN(key, cost)
+	return s.words.AllowN(key, rs, cost)
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
-func (s *Store) Peek(key string) keyrate.Decision { return s.words.Peek(key) }
+func (s *Store) Peek(key string) keyrate.Decision { return s.words.PeekKey(key) }
+
+// Tier returns a handle on the policy named name. See
+// keyrate.PolicyLimiter.
+func (s *Store) Tier(name string) (keyrate.Tier, error) { return s.pols.Tier(name) }
+
+// Refund gives cost tokens back to key. See keyrate.PolicyLimiter.
+func (s *Store) Refund(key string, cost int) error { return s.words.RefundKey(key, cost) }
+
+// RefundTier gives cost tokens back to key under tier's policy. See
+// keyrate.PolicyLimiter.
+func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
+	return s.words.RefundTier(key, tier, cost)
+}
+
+// SetPolicy adds or replaces a policy at runtime. See
+// keyrate.PolicyLimiter.
+func (s *Store) SetPolicy(p keyrate.Policy) error { return s.pols.Set(p) }
+
+// Policies returns the policies the store enforces now.
+func (s *Store) Policies() []keyrate.Policy { return s.pols.List() }
 
 // Len returns the number of keys the store tracks.
 func (s *Store) Len() int { return s.words.Len() }

@@ -4,6 +4,7 @@ package mutexbucket
 
 import (
 	"sync"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
 
@@ -54,125 +55,213 @@ import (
 // no cap), keyrate.WithSweepInterval (default no background sweeper) and
 // keyrate.WithHashedKeys (default off).
 type Store struct {
-	policy  keyrate.Rule
+	pols    *keyrate.Policies
 	strs    *xsync.MapOf[string, *bucket] // buckets.Strings(), for the hot path
 	buckets sweep.Map[*bucket]
 }
 
-// bucket is one key's state and the mutex that guards it. A swept bucket's
-// state is keyrate.Tombstone; one not spent from yet, sweep.Fresh.
+// bucket is one key's states, under one policy, and the mutex that guards
+// them. A swept bucket's window 0 is keyrate.Tombstone; one not spent
+// from yet, sweep.Fresh.
 type bucket struct {
-	mu    sync.Mutex
-	state keyrate.State
+	mu sync.Mutex
+	b  sweep.Block
 }
 
-// Evict marks b as swept if it is full at now. See sweep.Bucket.
-func (b *bucket) Evict(p *keyrate.Rule, now uint64, floor *sweep.Floor) bool {
+// Rules returns the policy b is under. See sweep.Bucket.
+func (b *bucket) Rules() *keyrate.Rules { return b.b.Rules }
+
+// Evict marks b as swept if it is full at reading t. See sweep.Bucket.
+func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == keyrate.Tombstone || !p.Full(b.state, now) {
+	if !b.b.Full(t, floor) {
 		return false
 	}
-	floor.Raise(b.state)
-	b.state = keyrate.Tombstone
+	b.b.First = keyrate.Tombstone
 	return true
 }
 
 var (
 	_ keyrate.Limiter        = (*Store)(nil)
 	_ keyrate.BoundedLimiter = (*Store)(nil)
+	_ keyrate.PolicyLimiter  = (*Store)(nil)
 )
 
-// New returns a store enforcing limit on every key. It returns an error
-// wrapping keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or
-// an option is out of range.
+// New returns a store enforcing limit on every key, or the policies of
+// keyrate.WithPolicies and keyrate.WithPolicyFunc. It returns an error
+// wrapping keyrate.ErrInvalidLimit, keyrate.ErrInvalidPolicy or
+// keyrate.ErrInvalidOption if limit, a policy or an option is out of
+// range.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	s := new(Store)
-	if err := s.buckets.Init(&s.policy, limit, opts, newBucket); err != nil {
+	if err := s.buckets.Init(&s.pols, limit, opts, newBucket); err != nil {
 		return nil, err
 	}
 	s.strs = s.buckets.Strings()
 	return s, nil
 }
 
-// newBucket returns a new bucket in state st.
-func newBucket(st keyrate.State) *bucket { return &bucket{state: st} }
+// newBucket returns a new bucket under rs in states st (Fresh if nil).
+func newBucket(rs *keyrate.Rules, st []keyrate.State) *bucket {
+	return &bucket{b: sweep.NewBlock(rs, st)}
+}
 
-// spend spends cost tokens from b at tick now if it holds them, and
-// returns the state after the call. It reports rare, and does nothing, if
-// b is swept or not spent from yet: SpendRare's case.
-func (s *Store) spend(b *bucket, now uint64, cost int) (state keyrate.State, ok, rare bool) {
+// spend spends cost tokens from b, a one-window bucket under r, at tick
+// now if it holds them, and returns the state after the call. It reports
+// rare, and does nothing, if b is swept or not spent from yet:
+// SpendRare's case.
+func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (state keyrate.State, ok, rare bool) {
 	b.mu.Lock()
-	if b.state >= sweep.Fresh {
+	if b.b.First >= sweep.Fresh {
 		b.mu.Unlock()
 		return 0, false, true
 	}
-	next, ok := s.policy.Take(b.state, now, cost)
-	b.state = next
+	next, ok := r.Take(b.b.First, now, cost)
+	b.b.First = next
 	b.mu.Unlock()
 	return next, ok, false
 }
 
-// SpendRare is spend for a bucket that may be swept (it reports swept and
-// does nothing) or not spent from yet (it reads as the floor). See
-// sweep.Bucket.
-func (b *bucket) SpendRare(p *keyrate.Rule, now uint64, cost int, floor *sweep.Floor) (state keyrate.State, at uint64, ok, swept bool) {
+// SpendRare is spend for a bucket of any number of windows that may be
+// swept (it reports swept and does nothing) or not spent from yet (it
+// reads as the floor). See sweep.Bucket.
+func (b *bucket) SpendRare(t time.Duration, cost int, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	state = b.state
-	switch state {
-	case keyrate.Tombstone:
-		return 0, now, false, true
-	case sweep.Fresh:
-		state, now = floor.Start(p, now)
+	if b.b.First == keyrate.Tombstone {
+		return s, t, 0, true
 	}
-	next, ok := p.Take(state, now, cost)
-	b.state = next // the floor, if a first spend is denied: so that it can be swept
-	return next, now, ok, false
+	t, denied = b.b.Spend(t, cost, floor, s[:b.b.Rules.Len()])
+	return s, t, denied, false
 }
 
-// State returns b's state. See sweep.Bucket.
-func (b *bucket) State() keyrate.State {
+// Refund gives cost tokens back to b. See sweep.Bucket.
+func (b *bucket) Refund(t time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.state
+	if b.b.First == keyrate.Tombstone {
+		return true
+	}
+	b.b.Refund(t, cost)
+	return false
+}
+
+// Retire marks b swept and copies its states out. See sweep.Bucket.
+func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.b.First {
+	case keyrate.Tombstone:
+		return s, false, false
+	case sweep.Fresh:
+		fresh = true
+	default:
+		b.b.Load(s[:b.b.Rules.Len()])
+	}
+	b.b.First = keyrate.Tombstone
+	return s, fresh, true
+}
+
+// Swept reports whether b is swept. See sweep.Bucket.
+func (b *bucket) Swept() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.First == keyrate.Tombstone
+}
+
+// States copies b's states out. See sweep.Bucket.
+func (b *bucket) States() (s sweep.States, live bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b.First >= sweep.Fresh {
+		return s, false
+	}
+	b.b.Load(s[:b.b.Rules.Len()])
+	return s, true
 }
 
 // Allow reports whether one token may be spent for key now, and spends it
 // if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
-// store is full (keyrate.WithMaxKeys) and key is new.
+// store is full (keyrate.WithMaxKeys) and key is new, and when the
+// function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
-	if s.strs != nil { // the hot path: a known string key
-		if b, ok := s.strs.Load(key); ok {
-			if _, ok, rare := s.spend(b, s.policy.Now(), 1); !rare {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return false
+	}
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
+			r := rs.Rule(0)
+			if _, ok, rare := spend(r, b, r.Now(), 1); !rare {
 				return ok
 			}
 		}
 	}
-	return s.buckets.Allow(key)
+	return s.buckets.Allow(key, rs)
 }
 
-// AllowN spends cost tokens for key if its bucket holds that many, and
-// reports the decision. See keyrate.Limiter. For a new key that a full
-// store cannot track it returns an error wrapping keyrate.ErrStoreFull.
+// AllowN spends cost tokens for key if every window of its bucket holds
+// that many, and reports the decision. See keyrate.Limiter. For a new key
+// that a full store cannot track it returns an error wrapping
+// keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
-	if err := s.policy.CheckCost(cost); err != nil {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
 		return keyrate.Decision{}, err
 	}
-	if s.strs != nil { // the hot path: a known string key
-		if b, ok := s.strs.Load(key); ok {
-			now := s.policy.Now()
-			if state, ok, rare := s.spend(b, now, cost); !rare {
-				return s.policy.Decide(state, now, cost, ok), nil
+	return s.allow(key, rs, cost)
+}
+
+// AllowTier is AllowN under tier's policy. See keyrate.PolicyLimiter.
+func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return s.allow(key, rs, cost)
+}
+
+// allow is AllowN under rs.
+func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+	if err := rs.CheckCost(cost); err != nil {
+		return keyrate.Decision{}, err
+	}
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
+			r := rs.Rule(0)
+			now := r.Now()
+			if state, ok, rare := spend(r, b, now, cost); !rare {
+				return r.Decide(state, now, cost, ok), nil
 			}
 		}
 	}
-	return s.buckets.AllowN(key, cost)
+	return s.buckets.AllowN(key, rs, cost)
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
-func (s *Store) Peek(key string) keyrate.Decision { return s.buckets.Peek(key) }
+func (s *Store) Peek(key string) keyrate.Decision { return s.buckets.PeekKey(key) }
+
+// Tier returns a handle on the policy named name. See
+// keyrate.PolicyLimiter.
+func (s *Store) Tier(name string) (keyrate.Tier, error) { return s.pols.Tier(name) }
+
+// Refund gives cost tokens back to key. See keyrate.PolicyLimiter.
+func (s *Store) Refund(key string, cost int) error { return s.buckets.RefundKey(key, cost) }
+
+// RefundTier gives cost tokens back to key under tier's policy. See
+// keyrate.PolicyLimiter.
+func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
+	return s.buckets.RefundTier(key, tier, cost)
+}
+
+// SetPolicy adds or replaces a policy at runtime. See
+// keyrate.PolicyLimiter.
+func (s *Store) SetPolicy(p keyrate.Policy) error { return s.pols.Set(p) }
+
+// Policies returns the policies the store enforces now.
+func (s *Store) Policies() []keyrate.Policy { return s.pols.List() }
 
 // Len returns the number of keys the store tracks.
 func (s *Store) Len() int { return s.buckets.Len() }

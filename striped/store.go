@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/layout"
@@ -65,7 +66,7 @@ import (
 // keyrate.WithMaxKeys (default no cap), keyrate.WithSweepInterval (default
 // no background sweeper) and keyrate.WithHashedKeys (default off).
 type Store struct {
-	policy keyrate.Rule
+	pols   *keyrate.Policies
 	seed   maphash.Seed
 	mask   uint64
 	strs   *table[string] // the stripes, keyed by key unless hashed
@@ -78,6 +79,7 @@ type Store struct {
 var (
 	_ keyrate.Limiter        = (*Store)(nil)
 	_ keyrate.BoundedLimiter = (*Store)(nil)
+	_ keyrate.PolicyLimiter  = (*Store)(nil)
 )
 
 // settings is the striped store's own configuration.
@@ -103,23 +105,25 @@ func WithStripes(n int) keyrate.Option {
 	})
 }
 
-// New returns a store enforcing limit on every key. It returns an error
-// wrapping keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or
-// an option is out of range.
+// New returns a store enforcing limit on every key, or the policies of
+// keyrate.WithPolicies and keyrate.WithPolicyFunc. It returns an error
+// wrapping keyrate.ErrInvalidLimit, keyrate.ErrInvalidPolicy or
+// keyrate.ErrInvalidOption if limit, a policy or an option is out of
+// range.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	own := settings{stripes: DefaultStripes()}
 	set, err := keyrate.Configure(&own, opts...)
 	if err != nil {
 		return nil, err
 	}
-	policy, err := keyrate.NewRule(limit, set.Clock)
+	pols, err := keyrate.NewPolicies(limit, set)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{
-		policy: policy,
-		seed:   maphash.MakeSeed(),
-		mask:   uint64(own.stripes - 1),
+		pols: pols,
+		seed: maphash.MakeSeed(),
+		mask: uint64(own.stripes - 1),
 	}
 	if set.HashedKeys {
 		s.hashes = newTable[uint64](own.stripes)
@@ -134,55 +138,82 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 
 // Allow reports whether one token may be spent for key now, and spends it
 // if so. It is shorthand for AllowN(key, 1).Allowed: false also when the
-// store is full (keyrate.WithMaxKeys) and key is new.
+// store is full (keyrate.WithMaxKeys) and key is new, and when the
+// function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
-	h := maphash.String(s.seed, key)
-	now := s.policy.Now()
-	var ok, full bool
-	if s.hashes != nil {
-		_, _, ok, full = s.hashes.take(s, h, h, now, 1)
-	} else {
-		_, _, ok, full = s.strs.take(s, key, h, now, 1)
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return false
 	}
-	if full {
-		_, _, ok, _ = s.full(key, h, now, 1)
+	if rs.Unlimited() {
+		return true
 	}
-	return ok
+	_, _, denied, err := s.take(key, rs, 1)
+	return err == nil && denied < 0
 }
 
-// AllowN spends cost tokens for key if its bucket holds that many, and
-// reports the decision. See keyrate.Limiter. For a new key that a full
-// store cannot track it returns an error wrapping keyrate.ErrStoreFull.
+// AllowN spends cost tokens for key if every window of its bucket holds
+// that many, and reports the decision. See keyrate.Limiter. For a new key
+// that a full store cannot track it returns an error wrapping
+// keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
-	if err := s.policy.CheckCost(cost); err != nil {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
 		return keyrate.Decision{}, err
 	}
+	return s.allow(key, rs, cost)
+}
+
+// AllowTier is AllowN under tier's policy. See keyrate.PolicyLimiter.
+func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return s.allow(key, rs, cost)
+}
+
+// allow is AllowN under rs.
+func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+	if err := rs.CheckCost(cost); err != nil {
+		return keyrate.Decision{}, err
+	}
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision(), nil
+	}
+	st, at, denied, err := s.take(key, rs, cost)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return rs.Decide(st[:rs.Len()], at, cost, denied), nil
+}
+
+// take spends cost for key under rs (see table.take), and if the store
+// is full and key new, does what full does.
+func (s *Store) take(key string, rs *keyrate.Rules, cost int) (sweep.States, time.Duration, int, error) {
 	h := maphash.String(s.seed, key)
-	now := s.policy.Now()
+	now := rs.Now()
 	var (
-		state    keyrate.State
-		ok, full bool
-		err      error
+		st     sweep.States
+		denied int
+		full   bool
 	)
 	if s.hashes != nil {
-		state, now, ok, full = s.hashes.take(s, h, h, now, cost)
+		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost)
 	} else {
-		state, now, ok, full = s.strs.take(s, key, h, now, cost)
+		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost)
 	}
 	if full {
-		state, now, ok, err = s.full(key, h, now, cost)
-		if err != nil {
-			return keyrate.Decision{}, err
-		}
+		return s.full(key, h, rs, now, cost)
 	}
-	return s.policy.Decide(state, now, cost, ok), nil
+	return st, now, denied, nil
 }
 
 // full is what a request for a new key does when the store is full and
 // its stripe's sample freed nothing: a whole sweep, if one is due
 // (sweep.Pacer), else a bounded scan of the other stripes (evictOne); then
 // one more try, and refusal if that finds the store full again.
-func (s *Store) full(key string, h, now uint64, cost int) (keyrate.State, uint64, bool, error) {
+func (s *Store) full(key string, h uint64, rs *keyrate.Rules, now time.Duration, cost int) (sweep.States, time.Duration, int, error) {
 	if s.pacer.Charge(sweep.RefusalWeight) {
 		s.Sweep()
 		s.pacer.Swept()
@@ -192,32 +223,87 @@ func (s *Store) full(key string, h, now uint64, cost int) (keyrate.State, uint64
 		s.strs.evictOne(s, h)
 	}
 	var (
-		state    keyrate.State
-		ok, full bool
+		st     sweep.States
+		denied int
+		full   bool
 	)
 	if s.hashes != nil {
-		state, now, ok, full = s.hashes.take(s, h, h, now, cost)
+		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost)
 	} else {
-		state, now, ok, full = s.strs.take(s, key, h, now, cost)
+		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost)
 	}
 	if full {
-		return 0, now, false, s.book.Refuse()
+		return st, now, 0, s.book.Refuse()
 	}
-	return state, now, ok, nil
+	return st, now, denied, nil
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
 func (s *Store) Peek(key string) keyrate.Decision {
-	h := maphash.String(s.seed, key)
-	var state keyrate.State
-	if s.hashes != nil {
-		state = s.hashes.peek(h, h)
-	} else {
-		state = s.strs.peek(key, h)
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Decision{}
 	}
-	return s.policy.Peek(state, s.policy.Now())
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision()
+	}
+	h := maphash.String(s.seed, key)
+	var (
+		st sweep.States
+		at time.Duration
+	)
+	if s.hashes != nil {
+		st, at = s.hashes.peek(h, h, rs, rs.Now())
+	} else {
+		st, at = s.strs.peek(key, h, rs, rs.Now())
+	}
+	return rs.Peek(st[:rs.Len()], at)
 }
+
+// Tier returns a handle on the policy named name. See
+// keyrate.PolicyLimiter.
+func (s *Store) Tier(name string) (keyrate.Tier, error) { return s.pols.Tier(name) }
+
+// Refund gives cost tokens back to key. See keyrate.PolicyLimiter.
+func (s *Store) Refund(key string, cost int) error {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return err
+	}
+	return s.refund(key, rs, cost)
+}
+
+// RefundTier gives cost tokens back to key under tier's policy. See
+// keyrate.PolicyLimiter.
+func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return err
+	}
+	return s.refund(key, rs, cost)
+}
+
+// refund is Refund under rs.
+func (s *Store) refund(key string, rs *keyrate.Rules, cost int) error {
+	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
+		return err
+	}
+	h := maphash.String(s.seed, key)
+	if s.hashes != nil {
+		s.hashes.refund(s, h, h, rs, rs.Now(), cost)
+	} else {
+		s.strs.refund(s, key, h, rs, rs.Now(), cost)
+	}
+	return nil
+}
+
+// SetPolicy adds or replaces a policy at runtime. See
+// keyrate.PolicyLimiter.
+func (s *Store) SetPolicy(p keyrate.Policy) error { return s.pols.Set(p) }
+
+// Policies returns the policies the store enforces now.
+func (s *Store) Policies() []keyrate.Policy { return s.pols.List() }
 
 // Len returns the number of keys the store tracks: a snapshot of one
 // instant, never above keyrate.WithMaxKeys's cap, kept in one counter

@@ -3,6 +3,7 @@ package striped
 import (
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/layout"
@@ -21,10 +22,11 @@ type table[K comparable] struct {
 // field is guarded by mu.
 type stripe[K comparable] struct {
 	mu sync.Mutex
-	m  map[K]keyrate.State
-	// floor is the latest state of any key evicted from this stripe: a
-	// key missing from the stripe is a bucket in state floor (see insert).
-	floor uint64
+	m  map[K]sweep.Block
+	// floor is the latest reading at which any key evicted from this
+	// stripe was full: a key missing from the stripe is a bucket in the
+	// floor's states (see insert).
+	floor sweep.Floor
 	// peak is the most keys m has held since it was made: Go maps never
 	// shrink, so a stripe whose map falls to a quarter of its peak is
 	// rebuilt.
@@ -51,66 +53,108 @@ const sampled = 16
 func newTable[K comparable](stripes int) *table[K] {
 	t := &table[K]{stripes: make([]stripe[K], stripes)}
 	for i := range t.stripes {
-		t.stripes[i].m = make(map[K]keyrate.State)
+		t.stripes[i].m = make(map[K]sweep.Block)
 	}
 	return t
 }
 
-// take spends cost tokens for key, whose hash is h, at tick now if its
-// bucket holds them, and returns the state after the call and the tick it
-// was decided at. It reports full, and does nothing, when key is new and
-// the cap leaves no room for it.
-func (t *table[K]) take(s *Store, key K, h, now uint64, cost int) (state keyrate.State, at uint64, ok, full bool) {
-	st := &t.stripes[h&s.mask]
-	st.mu.Lock()
-	old, found := st.m[key]
+// take spends cost tokens for key, whose hash is h, under rs at clock
+// reading now, from every window of its bucket if each holds them, and
+// returns the states after the call, the reading it was decided at and
+// keyrate.Rules.Take's result. A key under another policy is carried over
+// to rs first (keyrate.Rules.Carry). It reports full, and does nothing,
+// when key is new and the cap leaves no room for it.
+func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.Duration, cost int) (st sweep.States, at time.Duration, denied int, full bool) {
+	sp := &t.stripes[h&s.mask]
+	sp.mu.Lock()
+	e, found := sp.m[key]
 	if !found {
-		return st.insert(s, key, now, cost) // unlocks
+		return sp.insert(s, key, rs, now, cost) // unlocks
 	}
-	next, ok := s.policy.Take(old, now, cost)
-	if ok {
-		st.m[key] = next
+	if e.Rules == rs && rs.Len() == 1 { // the hot path
+		r := rs.Rule(0)
+		next, ok := r.Take(e.First, r.Ticks(now), cost)
+		if ok {
+			e.First = next
+			sp.m[key] = e
+		}
+		sp.mu.Unlock()
+		st[0] = next
+		if ok {
+			return st, now, -1, false
+		}
+		return st, now, 0, false
 	}
-	st.mu.Unlock()
-	return next, now, ok, false
+	if e.Rules != rs {
+		e = carry(e, rs, now)
+	}
+	at, denied = e.Spend(now, cost, &sp.floor, st[:rs.Len()])
+	sp.m[key] = e
+	sp.mu.Unlock()
+	return st, at, denied, false
+}
+
+// carry returns the block of a key whose block e is under another policy
+// than rs, carried over to rs at reading now (keyrate.Rules.Carry).
+func carry(e sweep.Block, rs *keyrate.Rules, now time.Duration) sweep.Block {
+	var old, into sweep.States
+	e.Load(old[:e.Rules.Len()])
+	rs.Carry(e.Rules, old[:e.Rules.Len()], now, into[:rs.Len()])
+	return sweep.NewBlock(rs, into[:rs.Len()])
+}
+
+// refund gives cost tokens back to key under rs at reading now, carrying
+// a key under another policy over to rs first. A missing key is full.
+func (t *table[K]) refund(s *Store, key K, h uint64, rs *keyrate.Rules, now time.Duration, cost int) {
+	sp := &t.stripes[h&s.mask]
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	e, found := sp.m[key]
+	if !found {
+		return
+	}
+	if e.Rules != rs {
+		e = carry(e, rs, now)
+	}
+	e.Refund(now, cost)
+	sp.m[key] = e
 }
 
 // insert is take for a key missing from st, called with st.mu held; it
 // releases it.
 //
-// A missing key is a bucket in state st.floor, the latest state of any key
-// evicted from st (0 if none): a full bucket at every tick from the floor
-// on, where it agrees with every evicted bucket, and before it one with
-// fewer tokens than theirs. The reading now was taken before the lock, so
-// it may predate a sweep that ran while this call waited and evicted this
-// very key: if it is older than the floor it is read again, under the
-// lock, and so no older than the sweep's reading, at which the evicted
-// bucket was full, for a clock that never runs backwards. The request is
-// then decided as it would be by a store that never evicts, had it read
-// the clock a moment later within this call.
+// A missing key is a bucket in the floor's states, the latest reading at
+// which any key evicted from st was full (none if none): a full bucket at
+// every reading from the floor on, where it agrees with every evicted
+// bucket, and before it one with fewer tokens than theirs. The reading now
+// was taken before the lock, so it may predate a sweep that ran while
+// this call waited and evicted this very key: if it is older than the
+// floor it is read again, under the lock, and so no older than the
+// sweep's reading, at which the evicted bucket was full, for a clock that
+// never runs backwards. The request is then decided as it would be by a
+// store that never evicts, had it read the clock a moment later within
+// this call.
 //
 // Before inserting, it examines sampled keys of st and evicts those that
 // are full: the store's incremental maintenance (bounded work, under the
 // lock it already holds). A full store that still has no room reports
 // full.
-func (st *stripe[K]) insert(s *Store, key K, now uint64, cost int) (keyrate.State, uint64, bool, bool) {
+func (st *stripe[K]) insert(s *Store, key K, rs *keyrate.Rules, now time.Duration, cost int) (states sweep.States, at time.Duration, denied int, full bool) {
 	defer st.mu.Unlock()
 	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
 		st.evict(s, now, sampled)
 	}
-	if now < st.floor {
-		now = s.policy.Now()
-	}
-	next, ok := s.policy.Take(keyrate.State(st.floor), now, cost)
-	if !ok { // only for a clock that went back past the floor
-		return keyrate.State(st.floor), now, false, false
+	n := rs.Len()
+	now = st.floor.Start(rs, now, states[:n])
+	if denied = rs.Take(states[:n], now, cost); denied >= 0 { // only for a clock that went back past the floor
+		return states, now, denied, false
 	}
 	if !s.book.Reserve() {
-		return 0, now, false, true
+		return states, now, 0, true
 	}
-	st.m[key] = next
+	st.m[key] = sweep.NewBlock(rs, states[:n])
 	st.peak = max(st.peak, int32(min(len(st.m), 1<<30)))
-	return next, now, true, false
+	return states, now, -1, false
 }
 
 // evict examines up to n keys of st, in Go's random map order, and
@@ -120,15 +164,14 @@ func (st *stripe[K]) insert(s *Store, key K, now uint64, cost int) (keyrate.Stat
 // to change while it is ranged over; the lock orders those changes with
 // this loop), and stops early if the map is rebuilt meanwhile. It rebuilds
 // the map once it has fallen to a quarter of its peak.
-func (st *stripe[K]) evict(s *Store, now uint64, n int) (removed int) {
+func (st *stripe[K]) evict(s *Store, now time.Duration, n int) (removed int) {
 	examined, gen := 0, st.gen
 	for k, v := range st.m {
 		if n == 0 {
 			break
 		}
 		n--
-		if s.policy.Full(v, now) {
-			st.floor = max(st.floor, uint64(v))
+		if v.Full(now, &st.floor) {
 			delete(st.m, k)
 			removed++
 		}
@@ -147,7 +190,7 @@ func (st *stripe[K]) evict(s *Store, now uint64, n int) (removed int) {
 	s.book.Release(removed)
 	s.book.Evicted(removed)
 	if left := len(st.m); left*4 < int(st.peak) && st.peak > 4*sampled {
-		m := make(map[K]keyrate.State, left)
+		m := make(map[K]sweep.Block, left)
 		for k, v := range st.m {
 			m[k] = v
 		}
@@ -176,7 +219,7 @@ func (t *table[K]) evictOne(s *Store, h uint64) {
 		n := min(budget, len(st.m))
 		removed := 0
 		if n > 0 {
-			removed = st.evict(s, s.policy.Now(), n)
+			removed = st.evict(s, s.pols.Now(), n)
 		}
 		st.mu.Unlock()
 		if removed > 0 {
@@ -192,22 +235,31 @@ func (t *table[K]) sweep(s *Store) (removed, left int) {
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		st.mu.Lock()
-		removed += st.evict(s, s.policy.Now(), -1)
+		removed += st.evict(s, s.pols.Now(), -1)
 		left += len(st.m)
 		st.mu.Unlock()
 	}
 	return removed, left
 }
 
-// peek returns key's state, whose hash is h: a missing key's is the
-// stripe's floor, a full bucket.
-func (t *table[K]) peek(key K, h uint64) keyrate.State {
+// peek returns key's states under rs at reading now, whose hash is h, and
+// the reading they hold at: a missing key's is the stripe's floor, a full
+// bucket; a key under another policy is carried over to rs, but not
+// stored.
+func (t *table[K]) peek(key K, h uint64, rs *keyrate.Rules, now time.Duration) (states sweep.States, at time.Duration) {
 	st := &t.stripes[h&uint64(len(t.stripes)-1)]
+	n := rs.Len()
 	st.mu.Lock()
-	state, ok := st.m[key]
-	if !ok {
-		state = keyrate.State(st.floor)
+	defer st.mu.Unlock()
+	e, ok := st.m[key]
+	switch {
+	case !ok:
+		now = st.floor.Start(rs, now, states[:n])
+	case e.Rules == rs:
+		e.Load(states[:n])
+	default:
+		e = carry(e, rs, now)
+		e.Load(states[:n])
 	}
-	st.mu.Unlock()
-	return state
+	return states, now
 }

@@ -117,18 +117,18 @@ func runSteps(t *testing.T, l keyrate.Limiter, clk *clock.Manual, steps []step) 
 }
 
 func allow(remaining int, reset time.Duration) keyrate.Decision {
-	return keyrate.Decision{Allowed: true, Remaining: remaining, ResetAfter: reset}
+	return keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Remaining: remaining, ResetAfter: reset, WindowResetAfter: reset}
 }
 
 func deny(remaining int, retry, reset time.Duration) keyrate.Decision {
-	return keyrate.Decision{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	return keyrate.Decision{Policy: keyrate.DefaultPolicy, Remaining: remaining, RetryAfter: retry, ResetAfter: reset, WindowResetAfter: reset}
 }
 
 func testFresh(t *testing.T, s Store) {
 	limit := keyrate.PerMinute(3)
 	l, _ := open(t, s, limit)
 	d := l.Peek("alice")
-	want := keyrate.Decision{Allowed: true, Limit: limit, Remaining: 3}
+	want := keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: limit, Remaining: 3}
 	if d != want {
 		t.Fatalf("Peek of a new key = %+v, want %+v", d, want)
 	}
@@ -360,7 +360,7 @@ func testLongIdle(t *testing.T, s Store) {
 	}
 	for _, idle := range []time.Duration{365 * 24 * time.Hour, 10 * 365 * 24 * time.Hour} {
 		clk.Advance(idle)
-		if d := l.Peek("k"); d != (keyrate.Decision{Allowed: true, Limit: limit, Remaining: 250}) {
+		if d := l.Peek("k"); d != (keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: limit, Remaining: 250}) {
 			t.Fatalf("after %v idle: Peek = %+v, want a full bucket", idle, d)
 		}
 		n := 0

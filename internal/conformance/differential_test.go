@@ -69,11 +69,14 @@ func (r *reference) wait(t *big.Rat, want int) time.Duration {
 
 func (r *reference) decision(t *big.Rat, allowed bool, cost int) keyrate.Decision {
 	floor := new(big.Int).Quo(t.Num(), t.Denom())
+	reset := r.wait(t, r.limit.Burst)
 	d := keyrate.Decision{
-		Allowed:    allowed,
-		Limit:      r.limit,
-		Remaining:  int(floor.Int64()),
-		ResetAfter: r.wait(t, r.limit.Burst),
+		Allowed:          allowed,
+		Policy:           keyrate.DefaultPolicy,
+		Limit:            r.limit,
+		Remaining:        int(floor.Int64()),
+		ResetAfter:       reset,
+		WindowResetAfter: reset,
 	}
 	if !allowed {
 		d.RetryAfter = r.wait(t, cost)

@@ -100,7 +100,7 @@ func wantStats(t *testing.T, l keyrate.BoundedLimiter, want keyrate.Stats) {
 // Burst requests are admitted.
 func wantFull(t *testing.T, l keyrate.Limiter, limit keyrate.Limit, key string) {
 	t.Helper()
-	if d := l.Peek(key); d != (keyrate.Decision{Allowed: true, Limit: limit, Remaining: limit.Burst}) {
+	if d := l.Peek(key); d != (keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: limit, Remaining: limit.Burst}) {
 		t.Fatalf("Peek(%q) = %+v, want a full bucket", key, d)
 	}
 	n := 0

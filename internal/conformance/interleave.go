@@ -31,8 +31,8 @@ func testOtherKeyEvicted(t *testing.T, s Bounded) {
 		cost int
 		want keyrate.Decision
 	}{
-		{10, keyrate.Decision{Allowed: true, Limit: limit, Remaining: 0, ResetAfter: time.Second}},
-		{1, keyrate.Decision{Allowed: true, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond}},
+		{10, keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: limit, Remaining: 0, ResetAfter: time.Second, WindowResetAfter: time.Second}},
+		{1, keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond, WindowResetAfter: 100 * time.Millisecond}},
 	} {
 		t.Run(fmt.Sprint("cost=", c.cost), func(t *testing.T) {
 			clk := newHookClock(start)

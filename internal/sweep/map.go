@@ -4,34 +4,59 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/keyrate/keyrate"
 )
 
-// Bucket is what a pointer store keeps per key: a pointer to one bucket's
-// state and whatever synchronises it.
+// States holds one key's states, one per window of its policy (at most
+// keyrate.MaxLimits), by value.
+type States = [keyrate.MaxLimits]keyrate.State
+
+// Bucket is what a pointer store keeps per key: a pointer to one key's
+// states, one per window of the policy it is under, and whatever
+// synchronises them.
 type Bucket interface {
 	comparable
-	// Evict marks the bucket keyrate.Tombstone if it is full at tick now,
-	// in one step that no spend can interleave with (under the bucket's
-	// lock, or by a compare-and-swap from the state judged full), and
-	// reports whether it did; before marking it raises floor to the state
-	// it judged full. A bucket already marked reports false.
-	Evict(p *keyrate.Rule, now uint64, floor *Floor) bool
-	// SpendRare spends cost tokens from the bucket at tick now if it holds
-	// them, in one step (under its lock, or by a compare-and-swap loop),
-	// and returns its state after the call and the tick it was decided
-	// at. A bucket not spent from yet (Fresh) is read as the floor, at the
-	// tick Floor.Start gives (now, or a fresh reading if the floor lies
-	// ahead of now), and left in that state if the spend is denied, so
-	// that a sweep can remove it. A bucket marked keyrate.Tombstone is
-	// left alone and reported swept.
-	SpendRare(p *keyrate.Rule, now uint64, cost int, floor *Floor) (state keyrate.State, at uint64, ok, swept bool)
-	// State returns the bucket's state, which may be Fresh or
-	// keyrate.Tombstone.
-	State() keyrate.State
+	// Rules returns the compiled policy the bucket's states are under. It
+	// is fixed for the bucket's life: when the key's policy changes, the
+	// bucket is retired and replaced (see Map).
+	Rules() *keyrate.Rules
+	// Evict marks the bucket keyrate.Tombstone if every window is full at
+	// clock reading t, in one step that no spend can interleave with
+	// (under the bucket's lock, or by a compare-and-swap from the state
+	// judged full), and reports whether it did; before marking it raises
+	// floor to the reading at which its states became full. A bucket
+	// already marked, or not spent from yet, reports false.
+	Evict(t time.Duration, floor *Floor) bool
+	// SpendRare spends cost tokens from every window at reading t if each
+	// holds them, and from none otherwise, in one step, writes the states
+	// after the call, one per window, and the reading it was decided at and
+	// keyrate.Rules.Take's result. (States are returned by value: a slice
+	// passed through a generic call would escape to the heap.) A bucket not spent
+	// from yet (Fresh) is read as the floor, at the reading Floor.Start
+	// gives, and left in that state if the spend is denied, so that a
+	// sweep can remove it. A bucket marked keyrate.Tombstone is left alone
+	// and reported swept.
+	SpendRare(t time.Duration, cost int, floor *Floor) (s States, at time.Duration, denied int, swept bool)
+	// Refund gives cost tokens back to every window at reading t (see
+	// keyrate.Rules.Refund); a bucket not spent from yet is full and is
+	// left alone. A bucket marked keyrate.Tombstone is left alone and
+	// reported swept.
+	Refund(t time.Duration, cost int) (swept bool)
+	// Retire marks the bucket keyrate.Tombstone whatever its states, so
+	// that it can be replaced by a bucket under another policy, and returns
+	// its states. It reports fresh for a bucket not spent from yet (s is
+	// then unset), and !ok for one already marked.
+	Retire() (s States, fresh, ok bool)
+	// Swept reports whether the bucket is marked keyrate.Tombstone.
+	Swept() bool
+	// States returns the bucket's states and reports whether they are
+	// live: false for a bucket marked keyrate.Tombstone or not spent from
+	// yet, whose states read as the floor.
+	States() (s States, live bool)
 }
 
 // Map is the key-to-bucket map of a store that keeps one pointer per key
@@ -60,8 +85,8 @@ type Bucket interface {
 // bucket type directly. Set a Map up with Init; it is safe for concurrent
 // use.
 type Map[B Bucket] struct {
-	policy *keyrate.Rule
-	fresh  func(keyrate.State) B
+	pols   *keyrate.Policies
+	fresh  func(rs *keyrate.Rules, s []keyrate.State) B
 	seed   maphash.Seed
 	strs   *xsync.MapOf[string, B] // the keys, unless hashed
 	hashes *xsync.MapOf[uint64, B] // the keys' hashes, if hashed
@@ -76,11 +101,11 @@ type Map[B Bucket] struct {
 	running  sync.WaitGroup // paced sweeps in flight
 }
 
-// init sets m up for a store enforcing policy under settings set, with
-// fresh building a new bucket in the given state (always Fresh). It starts the
-// background sweeper if set asks for one.
-func (m *Map[B]) init(policy *keyrate.Rule, set keyrate.Settings, fresh func(keyrate.State) B) {
-	m.policy, m.fresh = policy, fresh
+// init sets m up for a store enforcing pols under settings set, with
+// fresh building a new bucket under a policy, in states s (Fresh if s is
+// nil). It starts the background sweeper if set asks for one.
+func (m *Map[B]) init(pols *keyrate.Policies, set keyrate.Settings, fresh func(rs *keyrate.Rules, s []keyrate.State) B) {
+	m.pols, m.fresh = pols, fresh
 	if set.HashedKeys {
 		m.seed = maphash.MakeSeed()
 		// The key is already a seeded hash: xsync need only mix in its
@@ -115,22 +140,57 @@ func (m *Map[B]) Load(key string) (B, bool) {
 	return m.strs.Load(key)
 }
 
-// Get returns key's bucket, inserting a full one for a new key. For a new
-// key that the cap leaves no room for, after a paced sweep if one is due,
-// it returns an error wrapping keyrate.ErrStoreFull. The bucket may be
-// marked keyrate.Tombstone.
-func (m *Map[B]) Get(key string) (B, error) {
+// Get returns key's bucket, inserting a full one under rs for a new key.
+// For a new key that the cap leaves no room for, after a paced sweep if
+// one is due, it returns an error wrapping keyrate.ErrStoreFull. The
+// bucket may be marked keyrate.Tombstone, and may be under another policy
+// than rs.
+func (m *Map[B]) Get(key string, rs *keyrate.Rules) (B, error) {
 	if m.hashes != nil {
 		h := m.hash(key)
 		if b, ok := m.hashes.Load(h); ok {
 			return b, nil
 		}
-		return insert(m, m.hashes, h)
+		return insert(m, m.hashes, h, rs)
 	}
 	if b, ok := m.strs.Load(key); ok {
 		return b, nil
 	}
-	return insert(m, m.strs, key)
+	return insert(m, m.strs, key, rs)
+}
+
+// Replace replaces key's bucket b, whose policy is not rs, by a bucket
+// under rs that carries b's states over (keyrate.Rules.Carry) at reading
+// t: b is retired (marked keyrate.Tombstone, so that a spender holding it
+// looks the key up again) and swapped out in one step under the map's lock
+// for key. A b already swept, or not spent from yet, is replaced by a new
+// bucket. If the map no longer holds b, Replace does nothing: someone else
+// removed or replaced it, and the caller looks the key up again.
+func (m *Map[B]) Replace(key string, b B, rs *keyrate.Rules, t time.Duration) {
+	if m.hashes != nil {
+		replace(m, m.hashes, m.hash(key), b, rs, t)
+	} else {
+		replace(m, m.strs, key, b, rs, t)
+	}
+}
+
+func replace[K comparable, B Bucket](m *Map[B], tab *xsync.MapOf[K, B], k K, b B, rs *keyrate.Rules, t time.Duration) {
+	tab.Compute(k, func(old B, loaded bool) (B, bool) {
+		if !loaded {
+			return old, true // gone: insert nothing
+		}
+		if old != b {
+			return old, false // replaced already
+		}
+		var into States
+		from := b.Rules()
+		s, fresh, ok := b.Retire()
+		if !ok || fresh {
+			return m.fresh(rs, nil), false // the slot stays this key's
+		}
+		rs.Carry(from, s[:from.Len()], t, into[:rs.Len()])
+		return m.fresh(rs, into[:rs.Len()]), false
+	})
 }
 
 // insert is Get's slow path, for a key that was missing from t.
@@ -145,7 +205,7 @@ func (m *Map[B]) Get(key string) (B, error) {
 // paced sweep running beside it may have freed too. It is refused only if
 // that second try fails: every bucket it examined was live and not full at
 // its reading, and whatever a sweep freed meanwhile went to other keys.
-func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, error) {
+func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K, rs *keyrate.Rules) (B, error) {
 	if m.bg == nil {
 		if m.pacer.Charge(1) {
 			m.kick()
@@ -155,7 +215,7 @@ func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K) (B, er
 	}
 	for retried := false; ; retried = true {
 		if m.book.Reserve() {
-			b, loaded := t.LoadOrCompute(k, func() B { return m.fresh(Fresh) })
+			b, loaded := t.LoadOrCompute(k, func() B { return m.fresh(rs, nil) })
 			if loaded {
 				m.book.Release(1)
 			}
@@ -185,15 +245,15 @@ const RefusalScan = 64
 // returns, whichever of the two removes the key), reporting whether it
 // found one.
 func evictOne[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B]) bool {
-	now := m.policy.Now()
+	now := m.pols.Now()
 	examined, found := 0, false
 	t.Range(func(k K, b B) bool {
 		examined++
-		if b.Evict(m.policy, now, &m.floor) {
+		if b.Evict(now, &m.floor) {
 			drop(m, t, k, b)
 			m.book.Evicted(1)
 			found = true
-		} else if b.State() == keyrate.Tombstone {
+		} else if b.Swept() {
 			drop(m, t, k, b)
 			found = true
 		}
@@ -241,47 +301,51 @@ func (m *Map[B]) assist() {
 // cap could let another key take its slot).
 const Fresh = keyrate.Tombstone - 1
 
-// Floor returns the state a new bucket is read as: the latest state of
-// any bucket evicted (0 if none), which is full at every reading since
-// that bucket was (see the package documentation).
-func (m *Map[B]) Floor() keyrate.State { return m.floor.Load() }
+// Floor returns the store's floor (see Floor).
+func (m *Map[B]) Floor() *Floor { return &m.floor }
 
-// Floor is the state a store's new buckets start in: the greatest state of
-// any bucket it evicted. It is safe for concurrent use.
-type Floor struct{ v atomic.Uint64 }
+// Floor is the state a store's new buckets start in: the latest clock
+// reading at which any bucket it evicted became full (keyrate.Rules.Reading),
+// which each window reads as its ticks at that reading. Kept as a reading
+// rather than a state, it serves every policy of the store. It is safe for
+// concurrent use.
+type Floor struct{ v atomic.Int64 }
 
 // Load returns the floor.
-func (f *Floor) Load() keyrate.State { return keyrate.State(f.v.Load()) }
+func (f *Floor) Load() time.Duration { return time.Duration(f.v.Load()) }
 
-// Start returns the state a bucket not spent from yet is read as at its
-// first spend, the floor, and the tick to spend it at: now, or, if the
-// floor lies ahead of now, a fresh reading of p's clock (never earlier
-// than now).
+// Start fills s, one state per window of rs, with the states a bucket not
+// spent from yet is read as at its first spend (the floor), and returns
+// the reading to spend at: t, or, if the floor lies ahead of t, a fresh
+// reading of the clock (never earlier than t).
 //
 // The reread is what keeps another key's eviction from changing this
 // key's decision. The floor is raised by a sweep that read the clock at
-// some tick t and found a bucket full at t, so the floor is at most t; a
-// reading now older than the floor predates that sweep's (it was taken
+// some reading r and found a bucket full at r, so the floor is at most r;
+// a reading t older than the floor predates that sweep's (it was taken
 // before the sweep evicted some other key), and spending at it would
-// charge this new key the evicted bucket's debt at now. A reading taken
-// after loading the floor is at least t, for a clock that never runs
+// charge this new key the evicted bucket's debt at t. A reading taken
+// after loading the floor is at least r, for a clock that never runs
 // backwards in happens-before order, and there the floor is a full
 // bucket, exactly what a store that never evicts would give a new key.
-// Only a clock stepped backwards past the floor keeps now below it, and
+// Only a clock stepped backwards past the floor keeps t below it, and
 // then the floor is the guard of the package documentation.
-func (f *Floor) Start(p *keyrate.Rule, now uint64) (keyrate.State, uint64) {
-	s := f.Load()
-	if uint64(s) > now {
-		now = max(now, p.Now())
+func (f *Floor) Start(rs *keyrate.Rules, t time.Duration, s []keyrate.State) time.Duration {
+	fl := f.Load()
+	if fl > t {
+		t = max(t, rs.Now())
 	}
-	return s, now
+	for i := range rs.Len() {
+		s[i] = keyrate.State(rs.Rule(i).Ticks(fl))
+	}
+	return t
 }
 
-// Raise makes the floor at least s.
-func (f *Floor) Raise(s keyrate.State) {
+// Raise makes the floor at least t.
+func (f *Floor) Raise(t time.Duration) {
 	for {
 		old := f.v.Load()
-		if old >= uint64(s) || f.v.CompareAndSwap(old, uint64(s)) {
+		if old >= int64(t) || f.v.CompareAndSwap(old, int64(t)) {
 			return
 		}
 	}
@@ -316,7 +380,7 @@ func drop[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K, b B) {
 // how many it removed. It holds at most one lock at a time (a bucket's, or
 // one of xsync's bucket locks) and stops no other call.
 func (m *Map[B]) Sweep() int {
-	now := m.policy.Now()
+	now := m.pols.Now()
 	var n, kept int
 	if m.hashes != nil {
 		n, kept = sweep(m, m.hashes, now)
@@ -332,9 +396,9 @@ func (m *Map[B]) Sweep() int {
 
 // sweep removes the buckets of t full at tick now, and returns how many it
 // removed and how many it examined and kept.
-func sweep[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], now uint64) (removed, kept int) {
+func sweep[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], now time.Duration) (removed, kept int) {
 	t.Range(func(k K, b B) bool {
-		if b.Evict(m.policy, now, &m.floor) {
+		if b.Evict(now, &m.floor) {
 			drop(m, t, k, b)
 			removed++
 		} else {

@@ -1,6 +1,10 @@
 package sweep
 
-import "github.com/keyrate/keyrate"
+import (
+	"time"
+
+	"github.com/keyrate/keyrate"
+)
 
 // This file is the request side that the pointer stores share: their
 // configuration, and the slow path of their requests (a new key, a bucket
@@ -10,73 +14,168 @@ import "github.com/keyrate/keyrate"
 // calls B's methods through the generic dictionary, which is slower and
 // cannot be inlined.
 
-// Init configures a store enforcing limit under opts: it compiles limit
-// into *policy, which must outlive m, and sets m up, with fresh building a
-// new bucket in the given state (always Fresh). It starts the background
-// sweeper if opts ask for one. It returns an error wrapping
-// keyrate.ErrInvalidLimit or keyrate.ErrInvalidOption if limit or an
-// option is out of range, and then starts nothing.
-func (m *Map[B]) Init(policy *keyrate.Rule, limit keyrate.Limit, opts []keyrate.Option, fresh func(keyrate.State) B) error {
+// Init configures a store enforcing limit and the policies in opts: it
+// compiles them into *pols, and sets m up, with fresh building a new
+// bucket under a policy in states s (Fresh if s is nil). It starts the
+// background sweeper if opts ask for one. It returns an error wrapping
+// keyrate.ErrInvalidLimit, keyrate.ErrInvalidPolicy or
+// keyrate.ErrInvalidOption if limit, a policy or an option is out of
+// range, and then starts nothing.
+func (m *Map[B]) Init(pols **keyrate.Policies, limit keyrate.Limit, opts []keyrate.Option, fresh func(rs *keyrate.Rules, s []keyrate.State) B) error {
 	set, err := keyrate.Configure(nil, opts...)
 	if err != nil {
 		return err
 	}
-	p, err := keyrate.NewRule(limit, set.Clock)
+	ps, err := keyrate.NewPolicies(limit, set)
 	if err != nil {
 		return err
 	}
-	*policy = p
-	m.init(policy, set, fresh)
+	*pols = ps
+	m.init(ps, set, fresh)
 	return nil
 }
 
-// Take spends cost tokens for key if its bucket holds them, inserting a
-// bucket for a new key. It returns the state after the call and the tick
-// it was decided at, or an error wrapping keyrate.ErrStoreFull for a new
-// key that the cap leaves no room for. cost must satisfy CheckCost.
-func (m *Map[B]) Take(key string, cost int) (keyrate.State, uint64, bool, error) {
+// Take spends cost tokens for key under rs if every window of its bucket
+// holds them, inserting a bucket for a new key and carrying the bucket of a
+// key under another policy over to rs (Replace). It writes the states
+// after the call into s (one per window of rs) and returns the reading it
+// was decided at and keyrate.Rules.Take's result, or an error wrapping
+// keyrate.ErrStoreFull for a new key that the cap leaves no room for. cost
+// must satisfy rs.CheckCost, and rs must not be unlimited.
+func (m *Map[B]) Take(key string, rs *keyrate.Rules, cost int) (States, time.Duration, int, error) {
 	for {
-		b, err := m.Get(key)
+		b, err := m.Get(key, rs)
 		if err != nil {
-			return 0, 0, false, err
+			return States{}, 0, 0, err
 		}
 		// Read after the lookup: a bucket that replaced a swept one is
-		// then spent at a tick no older than the sweep's. (A new bucket
-		// is read as the floor, which a sweep of another key may raise
-		// after this reading: Floor.Start rereads the clock then.)
-		now := m.policy.Now()
-		if state, at, ok, swept := b.SpendRare(m.policy, now, cost, &m.floor); !swept {
-			return state, at, ok, nil
+		// then spent at a reading no older than the sweep's. (A new
+		// bucket is read as the floor, which a sweep of another key may
+		// raise after this reading: Floor.Start rereads the clock then.)
+		t := m.pols.Now()
+		if b.Rules() != rs {
+			m.Replace(key, b, rs, t)
+			continue
+		}
+		if s, at, denied, swept := b.SpendRare(t, cost, &m.floor); !swept {
+			return s, at, denied, nil
 		}
 		m.Drop(key, b) // swept under us: look the key up again
 	}
 }
 
-// Allow is keyrate.Limiter's Allow by way of Take: a store's Allow after
-// its fast path missed.
-func (m *Map[B]) Allow(key string) bool {
-	_, _, ok, _ := m.Take(key, 1)
-	return ok
+// Allow is keyrate.Limiter's Allow by way of Take, under rs: a store's
+// Allow after its fast path missed.
+func (m *Map[B]) Allow(key string, rs *keyrate.Rules) bool {
+	if rs.Unlimited() {
+		return true
+	}
+	_, _, denied, err := m.Take(key, rs, 1)
+	return err == nil && denied < 0
 }
 
-// AllowN is keyrate.Limiter's AllowN by way of Take, for a cost that
-// satisfies CheckCost: a store's AllowN after its fast path missed.
-func (m *Map[B]) AllowN(key string, cost int) (keyrate.Decision, error) {
-	state, now, ok, err := m.Take(key, cost)
+// AllowN is keyrate.Limiter's AllowN by way of Take, under rs, for a cost
+// that satisfies rs.CheckCost: a store's AllowN after its fast path
+// missed.
+func (m *Map[B]) AllowN(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision(), nil
+	}
+	s, at, denied, err := m.Take(key, rs, cost)
 	if err != nil {
 		return keyrate.Decision{}, err
 	}
-	return m.policy.Decide(state, now, cost, ok), nil
+	return rs.Decide(s[:rs.Len()], at, cost, denied), nil
 }
 
-// Peek reports what a cost-1 request for key would get now, spending
-// nothing and storing nothing.
-func (m *Map[B]) Peek(key string) keyrate.Decision {
-	state := m.Floor() // an unknown key is a new, full bucket
-	if b, ok := m.Load(key); ok {
-		if v := b.State(); v < Fresh { // not swept, and spent from
-			state = v
+// Refund gives cost tokens back to key under rs (see
+// keyrate.PolicyLimiter), carrying a bucket under another policy over to
+// rs first. A key the map does not hold is full, and gains nothing. cost
+// must satisfy rs.CheckCost.
+func (m *Map[B]) Refund(key string, rs *keyrate.Rules, cost int) {
+	if rs.Unlimited() {
+		return
+	}
+	for {
+		b, ok := m.Load(key)
+		if !ok {
+			return
+		}
+		t := m.pols.Now()
+		if b.Rules() != rs {
+			m.Replace(key, b, rs, t)
+			continue
+		}
+		if swept := b.Refund(t, cost); !swept {
+			return
+		}
+		m.Drop(key, b) // swept under us: a new bucket may hold spends since
+	}
+}
+
+// Peek reports what a cost-1 request for key under rs would get now,
+// spending nothing and storing nothing.
+func (m *Map[B]) Peek(key string, rs *keyrate.Rules) keyrate.Decision {
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision()
+	}
+	var s States
+	t := m.pols.Now()
+	b, ok := m.Load(key)
+	switch {
+	case !ok:
+		t = m.floor.Start(rs, t, s[:rs.Len()]) // a new, full bucket
+	case b.Rules() == rs:
+		var live bool
+		if s, live = b.States(); !live {
+			t = m.floor.Start(rs, t, s[:rs.Len()])
+		}
+	default:
+		from := b.Rules()
+		if old, live := b.States(); live {
+			rs.Carry(from, old[:from.Len()], t, s[:rs.Len()])
+		} else {
+			t = m.floor.Start(rs, t, s[:rs.Len()])
 		}
 	}
-	return m.policy.Peek(state, m.policy.Now())
+	return rs.Peek(s[:rs.Len()], t)
+}
+
+// PeekKey is keyrate.Limiter's Peek: Peek under key's policy (see
+// keyrate.Policies.ForKey). For a key whose policy cannot be found it
+// reports a denial naming the policy keyrate.ErrUnknownPolicy would.
+func (m *Map[B]) PeekKey(key string) keyrate.Decision {
+	rs, err := m.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Decision{}
+	}
+	return m.Peek(key, rs)
+}
+
+// RefundKey is keyrate.PolicyLimiter's Refund: Refund under key's policy,
+// after checking cost.
+func (m *Map[B]) RefundKey(key string, cost int) error {
+	rs, err := m.pols.ForKey(key)
+	if err != nil {
+		return err
+	}
+	if err := rs.CheckCost(cost); err != nil {
+		return err
+	}
+	m.Refund(key, rs, cost)
+	return nil
+}
+
+// RefundTier is keyrate.PolicyLimiter's RefundTier: Refund under tier's
+// policy, after checking cost.
+func (m *Map[B]) RefundTier(key string, tier keyrate.Tier, cost int) error {
+	rs, err := m.pols.Rules(tier)
+	if err != nil {
+		return err
+	}
+	if err := rs.CheckCost(cost); err != nil {
+		return err
+	}
+	m.Refund(key, rs, cost)
+	return nil
 }

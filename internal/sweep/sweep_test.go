@@ -114,18 +114,19 @@ func TestBackground(t *testing.T) {
 // in which a sweep has marked a bucket and not yet dropped it.
 type hookBucket struct {
 	mu      sync.Mutex
-	state   keyrate.State
+	b       Block
 	onEvict func()
 }
 
-func (b *hookBucket) Evict(p *keyrate.Rule, now uint64, floor *Floor) bool {
+func (b *hookBucket) Rules() *keyrate.Rules { return b.b.Rules }
+
+func (b *hookBucket) Evict(t time.Duration, floor *Floor) bool {
 	b.mu.Lock()
-	if b.state == keyrate.Tombstone || !p.Full(b.state, now) {
+	if !b.b.Full(t, floor) {
 		b.mu.Unlock()
 		return false
 	}
-	floor.Raise(b.state)
-	b.state = keyrate.Tombstone
+	b.b.First = keyrate.Tombstone
 	f := b.onEvict
 	b.onEvict = nil
 	b.mu.Unlock()
@@ -135,25 +136,51 @@ func (b *hookBucket) Evict(p *keyrate.Rule, now uint64, floor *Floor) bool {
 	return true
 }
 
-func (b *hookBucket) SpendRare(p *keyrate.Rule, now uint64, cost int, floor *Floor) (keyrate.State, uint64, bool, bool) {
+func (b *hookBucket) SpendRare(t time.Duration, cost int, floor *Floor) (s States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	state := b.state
-	switch state {
-	case keyrate.Tombstone:
-		return 0, now, false, true
-	case Fresh:
-		state, now = floor.Start(p, now)
+	if b.b.First == keyrate.Tombstone {
+		return s, t, 0, true
 	}
-	next, ok := p.Take(state, now, cost)
-	b.state = next
-	return next, now, ok, false
+	t, denied = b.b.Spend(t, cost, floor, s[:b.b.Rules.Len()])
+	return s, t, denied, false
 }
 
-func (b *hookBucket) State() keyrate.State {
+func (b *hookBucket) Refund(t time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.state
+	b.b.Refund(t, cost)
+	return b.b.First == keyrate.Tombstone
+}
+
+func (b *hookBucket) Retire() (s States, fresh, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b.First == keyrate.Tombstone {
+		return s, false, false
+	}
+	fresh = b.b.First == Fresh
+	if !fresh {
+		b.b.Load(s[:b.b.Rules.Len()])
+	}
+	b.b.First = keyrate.Tombstone
+	return s, fresh, true
+}
+
+func (b *hookBucket) Swept() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.First == keyrate.Tombstone
+}
+
+func (b *hookBucket) States() (s States, live bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b.First >= Fresh {
+		return s, false
+	}
+	b.b.Load(s[:b.b.Rules.Len()])
+	return s, true
 }
 
 // TestFullStoreMarkedNotDropped: a new key that finds a full store while a
@@ -169,12 +196,18 @@ func TestFullStoreMarkedNotDropped(t *testing.T) {
 				opts = append(opts, keyrate.WithHashedKeys())
 			}
 			var m Map[*hookBucket]
-			var p keyrate.Rule
-			if err := m.Init(&p, keyrate.PerSecond(10), opts, func(s keyrate.State) *hookBucket { return &hookBucket{state: s} }); err != nil {
+			var pols *keyrate.Policies
+			if err := m.Init(&pols, keyrate.PerSecond(10), opts, func(rs *keyrate.Rules, s []keyrate.State) *hookBucket {
+				return &hookBucket{b: NewBlock(rs, s)}
+			}); err != nil {
 				t.Fatal(err)
 			}
+			take := func(key string) (bool, error) {
+				_, _, denied, err := m.Take(key, pols.Default(), 1)
+				return denied < 0, err
+			}
 			m.Close() // paced sweeps run on the caller: nothing runs beside the test
-			if _, _, ok, err := m.Take("a", 1); !ok || err != nil {
+			if ok, err := take("a"); !ok || err != nil {
 				t.Fatalf("Take(a) = %v, %v", ok, err)
 			}
 			clk.Advance(time.Second) // a is full again
@@ -182,7 +215,7 @@ func TestFullStoreMarkedNotDropped(t *testing.T) {
 			var inserted bool
 			var insertErr error
 			a.onEvict = func() {
-				_, _, inserted, insertErr = m.Take("b", 1)
+				inserted, insertErr = take("b")
 			}
 			if n := m.Sweep(); n != 1 {
 				t.Fatalf("Sweep removed %d, want 1", n)

@@ -1,0 +1,100 @@
+package sweep
+
+import (
+	"time"
+
+	"github.com/keyrate/keyrate"
+)
+
+// Block is one key's states in a store that guards them with a lock
+// (mutexbucket's bucket, a striped store's map entry), for the policy
+// Rules: window 0's state inline, so that a one-window key costs no more
+// than before policies, and the others, for a key under several windows,
+// in an array of their own. First is Fresh for a bucket not spent from
+// yet and keyrate.Tombstone for one swept. The zero Block is invalid.
+type Block struct {
+	Rules *keyrate.Rules
+	First keyrate.State
+	Rest  *[keyrate.MaxLimits - 1]keyrate.State
+}
+
+// NewBlock returns a block under rs in states s (Fresh if s is nil).
+func NewBlock(rs *keyrate.Rules, s []keyrate.State) Block {
+	b := Block{Rules: rs, First: Fresh}
+	if n := rs.Len(); n > 1 {
+		b.Rest = new([keyrate.MaxLimits - 1]keyrate.State)
+	}
+	if s != nil {
+		b.Store(s)
+	}
+	return b
+}
+
+// Load copies the block's states into s, one per window.
+func (b *Block) Load(s []keyrate.State) {
+	if len(s) == 0 {
+		return
+	}
+	s[0] = b.First
+	if len(s) > 1 {
+		copy(s[1:], b.Rest[:len(s)-1])
+	}
+}
+
+// Store sets the block's states from s, one per window.
+func (b *Block) Store(s []keyrate.State) {
+	if len(s) == 0 {
+		return
+	}
+	b.First = s[0]
+	if len(s) > 1 {
+		copy(b.Rest[:len(s)-1], s[1:])
+	}
+}
+
+// Spend is the request on a block whose lock the caller holds, at reading
+// t: it spends cost from every window of b if each holds it (a block not
+// spent from yet is read as the floor first, and keeps the floor if the
+// spend is denied, so that a sweep can remove it), writes the states after
+// the call into s, and returns the reading it was decided at and
+// keyrate.Rules.Take's result. b must not be swept.
+func (b *Block) Spend(t time.Duration, cost int, floor *Floor, s []keyrate.State) (time.Duration, int) {
+	if b.First == Fresh {
+		t = floor.Start(b.Rules, t, s)
+	} else {
+		b.Load(s)
+	}
+	denied := b.Rules.Take(s, t, cost)
+	b.Store(s)
+	return t, denied
+}
+
+// Refund gives cost back to every window of b at reading t; b's lock must
+// be held. A block not spent from yet, or swept, is left alone.
+func (b *Block) Refund(t time.Duration, cost int) {
+	if b.First >= Fresh {
+		return
+	}
+	var s [keyrate.MaxLimits]keyrate.State
+	n := b.Rules.Len()
+	b.Load(s[:n])
+	b.Rules.Refund(s[:n], t, cost)
+	b.Store(s[:n])
+}
+
+// Full reports whether b is full at reading t (and so can be evicted),
+// raising floor to the reading at which it became full if so; b's lock
+// must be held. A block not spent from yet, or swept, is not full.
+func (b *Block) Full(t time.Duration, floor *Floor) bool {
+	if b.First >= Fresh {
+		return false
+	}
+	var s [keyrate.MaxLimits]keyrate.State
+	n := b.Rules.Len()
+	b.Load(s[:n])
+	if !b.Rules.Full(s[:n], t) {
+		return false
+	}
+	floor.Raise(b.Rules.Reading(s[:n]))
+	return true
+}
