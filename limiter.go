@@ -36,12 +36,16 @@ type Limiter interface {
 //
 // A key has one bucket, whatever its policy: a window per limit of the
 // policy it was last decided under. When a key's policy changes (SetPolicy,
-// or the key moves to another tier), its next request carries its state
-// over: window i keeps the tokens it has spent and not yet refilled under
-// the old window i, capped at its new Burst, so that it never holds more
-// than the new Burst; a window the old policy lacked starts full. An
-// upgrade from 100 to 10 000 a minute of a client that spent 60 leaves it
-// 9 940 tokens at once; a downgrade to 50 leaves it none.
+// or the key moves to another tier), its next request is decided under the
+// new policy, with the key's state carried over: window i keeps the tokens
+// it holds under the old window i, capped at its new Burst, and then
+// refills at its new rate; a full window stays full, and a window the old
+// policy lacked starts full, as they would for a new key. A client of 100
+// a minute that holds 40 tokens keeps 40 when upgraded to 10 000 a minute,
+// and gains the next one 6ms later; an idle client, whose bucket is full,
+// gets all 10 000; downgraded to 25 a minute, it holds 25. So no sequence
+// of changes hands a key tokens it did not hold, beyond what a full bucket
+// gains, which is what the key would get had it been evicted.
 type PolicyLimiter interface {
 	Limiter
 

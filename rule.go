@@ -212,31 +212,37 @@ func (p *Rule) Refund(s State, now uint64, cost int) State {
 	return s - State(back)
 }
 
-// Debt returns the tokens missing from the bucket in state s at tick now
-// (spent and not yet refilled), as a fraction num/den: num is the debt in
-// ticks and den the ticks per token. Convert uses it to carry a bucket's
-// state over to another rule.
-func (p *Rule) Debt(s State, now uint64) (num, den uint64) { return p.debt(s, now), p.interval }
+// Held returns the tokens the bucket in state s holds at tick now, as a
+// fraction num/den (den is the ticks per token), and whether it is full.
+// Carry uses it to carry a bucket's state over to another rule.
+func (p *Rule) Held(s State, now uint64) (num, den uint64, full bool) {
+	debt := p.debt(s, now)
+	if debt >= p.fill {
+		return 0, p.interval, false
+	}
+	return p.fill - debt, p.interval, debt == 0
+}
 
-// Carry returns the state, under p at tick now, of a bucket that has spent
-// num/den tokens not yet refilled (from Debt under another rule), rounded
-// up to a whole tick against the client and capped at an empty bucket: the
-// rule by which a key keeps its state when its limit changes. The bucket
-// then holds Burst − num/den tokens of p, or none if that is negative, and
-// never more than Burst.
-func (p *Rule) Carry(num, den uint64, now uint64) State {
-	if num == 0 {
+// Carry returns the state, under p at tick now, of a bucket that held
+// num/den tokens under another rule (from Held): the rule by which a key
+// keeps its state when its limit changes. It keeps the tokens, capped at
+// p's Burst and rounded down (against the client), and a full bucket
+// stays full, as a new one would be. So a change never gives a key tokens
+// it did not hold, beyond the tokens a full bucket gains from a larger
+// Burst, which an idle key evicted and seen again would gain too.
+func (p *Rule) Carry(num, den uint64, full bool, now uint64) State {
+	if full {
 		return State(now)
 	}
 	hi, lo := bits.Mul64(num, p.interval)
-	if hi >= den { // the quotient would not fit: more than any fill time
-		return State(now + p.fill)
+	if hi >= den { // more ticks of tokens than any fill time: full
+		return State(now)
 	}
-	q, r := bits.Div64(hi, lo, den)
-	if r != 0 {
-		q++
+	held, _ := bits.Div64(hi, lo, den) // rounded down
+	if held >= p.fill {
+		return State(now)
 	}
-	return State(now + min(q, p.fill))
+	return State(now + p.fill - held)
 }
 
 // Encode returns the state of a bucket holding tokens tokens at tick now,
