@@ -12,6 +12,24 @@
 // Retry-After. Every value in those headers comes from the keyrate.Decision,
 // so they are exact, not estimates.
 //
+// # Tiers
+//
+// With a keyrate.PolicyLimiter, each request can be decided under one of
+// the store's named policies (keyrate.WithPolicies), typically the
+// client's plan: TierByHeader reads its name from a header a gateway sets,
+// TierByContext from the request's context, where authentication
+// middleware put it with ContextWithTier, and WithTier from any function.
+// The middleware then calls AllowTier instead of AllowN. A request naming
+// no tier, or a tier the store does not have, is decided as without these
+// options (the store's default policy, or what its WithPolicyFunc says):
+// a wrong name is never an error and never admits more than naming none.
+// A store's policies may change at runtime (its SetPolicy): the headers
+// follow.
+//
+// With WithRefunds, a handler can give back tokens its request spent
+// (Refund), when the upstream failed or the request cost less than
+// charged.
+//
 // # Headers
 //
 // The fields follow draft-ietf-httpapi-ratelimit-headers-09 (the IETF
@@ -22,17 +40,42 @@
 //	RateLimit-Policy: "default";q=100;w=60
 //	RateLimit: "default";r=42;t=17
 //
-// The draft speaks of quota windows; a token bucket maps onto them as
-// follows:
+// The draft speaks of quota policies; each window (keyrate.Limit) of a
+// keyrate.Policy is one, and a token bucket maps onto it as follows:
 //
 //   - q is the Limit's Burst, the most a client can spend at once;
 //   - w is the Limit's FillTime in whole seconds, rounded up (at least 1):
 //     the time an empty bucket takes to refill q;
 //   - r is Decision.Remaining, the whole tokens left after this request;
-//   - t is, on an allowed request, Decision.ResetAfter in seconds rounded up
-//     (the time until the bucket is full again, 0 when it is); on a denied
-//     one it is the Retry-After value, since the draft says the two SHOULD
-//     name the same instant.
+//   - t is, on an allowed request, the time until the window is full again
+//     if nothing more is spent, in seconds rounded up (0 when it is full;
+//     Decision.ResetAfter for a one-window policy, WindowResetAfter for
+//     others); on a denied one it is the Retry-After value, since the draft
+//     says the two SHOULD name the same instant.
+//
+// RateLimit-Policy lists every window of the policy the request was
+// decided under, and RateLimit reports one: Decision.Window, the window
+// that denied the request, or, when it was allowed, the one with the
+// fewest tokens left. A window's item is named after its policy: the
+// policy's name for a one-window policy (so a single Limit gives the
+// fields above), and the name, '-' and the window's index in
+// keyrate.Policy.Limits, from 0, for a policy of several. Under
+// keyrate.PerSecond(10) and keyrate.PerHour(1000) in a policy "pro":
+//
+//	RateLimit-Policy: "pro-0";q=10;w=1, "pro-1";q=1000;w=3600
+//	RateLimit: "pro-1";r=3;t=3590
+//
+// The default policy (keyrate.DefaultPolicy) is named as WithPolicyName
+// says; any other by its own name, as a structured-field String: '"' and
+// '\' are escaped, and bytes outside printable ASCII are sent as '?'. A
+// request decided under an unlimited policy (keyrate.Unlimited) gets no
+// rate-limit fields at all: nothing limits it.
+//
+// The fields that depend only on a policy's limits are built once and
+// reused; they are rebuilt when a decision's Limit is not the one they
+// hold for its window, as after the store's SetPolicy changed it. (A
+// change to a window that no decision reports shows only once one does,
+// or once another change is noticed.)
 //
 // Counts are clamped to what a structured-field Integer holds, 0 to
 // 999999999999999 (q for a Burst beyond it, r likewise), and times in
@@ -52,11 +95,14 @@
 //
 // Nothing that goes wrong lets a request through unlimited. A key function
 // that fails, or returns an empty key, and a cost the limiter rejects
-// (keyrate.ErrInvalidCost, keyrate.ErrCostExceedsBurst) or a key it cannot
-// hold (keyrate.ErrInvalidKey) go to the error handler: 500 by default, see
-// WithErrorHandler. Any other error from the limiter, such as a remote
-// store's outage, goes to the store-error handler: 503 with Retry-After by
-// default, see WithStoreErrorHandler.
+// (keyrate.ErrInvalidCost, keyrate.ErrCostExceedsBurst), a key it cannot
+// hold (keyrate.ErrInvalidKey) and a policy that the store's own
+// WithPolicyFunc names but the store lacks (keyrate.ErrUnknownPolicy) go
+// to the error handler: 500 by default, see WithErrorHandler. Any other
+// error from the limiter, such as a remote store's outage, goes to the
+// store-error handler: 503 with Retry-After by default, see
+// WithStoreErrorHandler. A tier the store lacks is not an error: the
+// request gets what naming no tier gets (see WithTier).
 //
 // # Client addresses behind proxies
 //

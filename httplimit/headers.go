@@ -19,25 +19,91 @@ const (
 	fieldLegacyReset  = "X-Ratelimit-Reset"
 )
 
-// policyFields holds the header values that depend only on the Limit.
+// policyFields holds the header values that depend only on a policy's
+// limits: built once per version of a policy and shared by every request
+// decided under it.
 type policyFields struct {
-	limit  keyrate.Limit
-	policy string // RateLimit-Policy: "name";q=Burst;w=FillTime
-	prefix string // RateLimit's start: "name";r=
+	// policy is the Decision.Policy the fields were built for, and limits
+	// the policy's windows as the middleware last learnt them. A zero
+	// Limit is a window it does not know (see newPolicyFields).
+	policy string
+	limits []keyrate.Limit
+	// field is the RateLimit-Policy value: one item per known window.
+	field string
+	// windows holds, per window, the start of a RateLimit value naming it
+	// (`"name";r=`) and its Burst for X-RateLimit-Limit.
+	windows []windowFields
+}
+
+// windowFields holds the values for one window of a policy.
+type windowFields struct {
+	prefix string // RateLimit's start: "item";r=
 	burst  string // X-RateLimit-Limit
 }
 
-// newPolicyFields builds the fields for policy name and limit.
-func newPolicyFields(name string, limit keyrate.Limit) *policyFields {
-	quoted := `"` + name + `"`
-	burst := strconv.FormatInt(sfCount(limit.Burst), 10)
-	w := max(ceilSeconds(limit.FillTime()), 1)
-	return &policyFields{
-		limit:  limit,
-		policy: quoted + ";q=" + burst + ";w=" + strconv.FormatInt(w, 10),
-		prefix: quoted + ";r=",
-		burst:  burst,
+// newPolicyFields builds the fields for a policy shown as name (the
+// policy's name, or WithPolicyName's for the default), whose decisions
+// name it decision, with the windows limits. A zero Limit in limits is a
+// window the middleware does not know: it gets no RateLimit-Policy item,
+// and a decision reporting it never matches (see matches).
+func newPolicyFields(name, decision string, limits []keyrate.Limit) *policyFields {
+	p := &policyFields{policy: decision, limits: limits, windows: make([]windowFields, len(limits))}
+	var field []byte
+	for i, l := range limits {
+		if l == (keyrate.Limit{}) {
+			continue
+		}
+		item := appendSFString(nil, itemName(name, i, len(limits)))
+		burst := strconv.FormatInt(sfCount(l.Burst), 10)
+		if len(field) > 0 {
+			field = append(field, ", "...)
+		}
+		field = append(field, item...)
+		field = append(field, ";q="...)
+		field = append(field, burst...)
+		field = append(field, ";w="...)
+		field = strconv.AppendInt(field, max(ceilSeconds(l.FillTime()), 1), 10)
+		p.windows[i] = windowFields{prefix: string(item) + ";r=", burst: burst}
 	}
+	p.field = string(field)
+	return p
+}
+
+// matches reports whether p describes d's window: made for d's policy,
+// with d's Limit as the limit of window w.
+func (p *policyFields) matches(d *keyrate.Decision, w int) bool {
+	return w < len(p.limits) && p.limits[w] == d.Limit && p.policy == d.Policy
+}
+
+// itemName returns the name of window i of the n windows of the policy
+// shown as name: name itself for a one-window policy, and name-i (i from
+// 0, the window's index in the policy's Limits and in Decision.Window)
+// for a policy of several windows.
+func itemName(name string, i, n int) string {
+	if n == 1 {
+		return name
+	}
+	return name + "-" + strconv.Itoa(i)
+}
+
+// appendSFString appends s to b as a structured-field String (RFC 8941,
+// section 3.3.3): in double quotes, with '"' and '\' escaped by a
+// backslash. A String holds only printable ASCII, so any other byte
+// (a control character, or part of a multi-byte UTF-8 sequence) is sent
+// as '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // maxSFInteger is the largest structured-field Integer (RFC 8941: at most
@@ -62,19 +128,32 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // setHeaders sets the rate-limit fields for decision d on h, and
-// Retry-After if d is a deny. It costs two allocations whatever the
-// options: one string holding every per-request value (the others are
-// slices of it) and one backing array for the value slices.
-func (m *middleware) setHeaders(h http.Header, d keyrate.Decision) {
-	p := m.policyFor(d.Limit)
+// Retry-After if d is a deny; slot is the policy the request named, or
+// nil. It costs two allocations whatever the options: one string holding
+// every per-request value (the others are slices of it) and one backing
+// array for the value slices. A decision under an unlimited policy (its
+// Limit is the zero Limit) gets no rate-limit fields.
+func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policySlot) {
+	if d.Limit == (keyrate.Limit{}) {
+		if !d.Allowed { // no store denies under an unlimited policy; never send a deny without it
+			h[fieldRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)}
+		}
+		return
+	}
+	w := max(d.Window, 0)
+	p := m.fieldsFor(d, w, slot)
 	t := ceilSeconds(d.ResetAfter)
+	if len(p.limits) > 1 {
+		t = ceilSeconds(d.WindowResetAfter)
+	}
 	if !d.Allowed {
 		// The draft: reset SHOULD name the same instant as Retry-After.
 		// Retry-After is never 0 on a deny.
 		t = max(ceilSeconds(d.RetryAfter), 1)
 	}
-	var buf [128]byte // the longest value: 69 + 2·20 + 3 bytes
-	b := append(buf[:0], p.prefix...)
+	win := &p.windows[w]
+	var buf [128]byte // room for a 64-byte name: 69 + 2·20 + 3 bytes; a longer one grows on the heap
+	b := append(buf[:0], win.prefix...)
 	r0 := len(b)
 	b = strconv.AppendInt(b, sfCount(d.Remaining), 10)
 	r1 := len(b)
@@ -97,13 +176,13 @@ func (m *middleware) setHeaders(h http.Header, d keyrate.Decision) {
 		h[name] = vals[i : i+1 : i+1]
 		return i + 1
 	}
-	i := set(0, fieldPolicy, p.policy)
+	i := set(0, fieldPolicy, p.field)
 	i = set(i, fieldRateLimit, s)
 	if !d.Allowed {
 		i = set(i, fieldRetryAfter, reset)
 	}
 	if m.legacy {
-		i = set(i, fieldLegacyLimit, p.burst)
+		i = set(i, fieldLegacyLimit, win.burst)
 		i = set(i, fieldLegacyRemain, remaining)
 		set(i, fieldLegacyReset, reset)
 	}

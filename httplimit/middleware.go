@@ -3,7 +3,10 @@ package httplimit
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/keyrate/keyrate"
@@ -12,23 +15,26 @@ import (
 
 // New returns middleware that rate-limits requests with limiter: each
 // request is keyed (ByIP by default), costed (1 by default) and decided by
-// one call to limiter.AllowN. An allowed request goes on to the wrapped
-// handler with the RateLimit-Policy and RateLimit header fields set; a
-// denied one goes to the denied handler (429 Too Many Requests by default)
-// with those fields and Retry-After set. See the package documentation for
-// the header values and for the handling of errors, none of which lets a
-// request through.
+// one call to limiter.AllowN, or to AllowTier when a tier option (WithTier,
+// TierByHeader, TierByContext) names the request's policy. An allowed
+// request goes on to the wrapped handler with the RateLimit-Policy and
+// RateLimit header fields set; a denied one goes to the denied handler
+// (429 Too Many Requests by default) with those fields and Retry-After
+// set. See the package documentation for the header values and for the
+// handling of errors, none of which lets a request through.
 //
 // The middleware is safe for concurrent use and may wrap any number of
 // handlers, which then share the limiter's buckets. A nil handler is
 // wrapped as http.DefaultServeMux, as http.Server treats it. For a known key
 // and the default options, it adds two allocations per request (the two
-// header values) to what the limiter itself costs.
+// header values) to what the limiter itself costs; a tier option adds none
+// for a tier the limiter has, and WithRefunds adds three.
 //
 // New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil,
 // or holds a nil pointer (or other nil value) of a limiter type, such as
 // (*atomicbucket.Store)(nil), whose methods would panic on every request;
-// or if an option is invalid.
+// if a tier option or WithRefunds is given with a limiter that is not a
+// keyrate.PolicyLimiter; or if an option is invalid.
 func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if limiter == nil {
 		return nil, fmt.Errorf("%w: httplimit.New: the limiter is nil", keyrate.ErrInvalidOption)
@@ -41,7 +47,7 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 		denied:       DefaultDenied,
 		onError:      DefaultError,
 		onStoreError: DefaultStoreError,
-		policyName:   "default",
+		policyName:   keyrate.DefaultPolicy,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -51,7 +57,15 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 	if c.err != nil {
 		return nil, c.err
 	}
-	m := &middleware{limiter: limiter, config: c, policy: new(atomic.Pointer[policyFields])}
+	pl, _ := limiter.(keyrate.PolicyLimiter)
+	for _, need := range []string{c.tierOption, c.refundOption} {
+		if need != "" && pl == nil {
+			return nil, fmt.Errorf("%w: httplimit.%s needs a keyrate.PolicyLimiter, and %T is not one", keyrate.ErrInvalidOption, need, limiter)
+		}
+	}
+	s := &shared{def: &policySlot{name: keyrate.DefaultPolicy}}
+	s.named.Store(&map[string]*policySlot{keyrate.DefaultPolicy: s.def})
+	m := &middleware{limiter: limiter, policies: pl, config: c, shared: s}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.DefaultServeMux
@@ -65,11 +79,34 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 // middleware is the http.Handler that New's function returns.
 type middleware struct {
 	limiter keyrate.Limiter
+	// policies is limiter as a PolicyLimiter, or nil if it is not one.
+	policies keyrate.PolicyLimiter
 	config
-	// policy caches the fields that depend only on the Limit, shared by
-	// every handler one New call wraps.
-	policy *atomic.Pointer[policyFields]
-	next   http.Handler
+	*shared
+	next http.Handler
+}
+
+// shared is the state that every handler one New call wraps shares: the
+// policies the middleware has met, with their tiers and header fields.
+type shared struct {
+	// def is the default policy's slot; its tier is the zero Tier. A
+	// plain Limiter's decisions all use it.
+	def *policySlot
+	// named maps a policy name to its slot, for every name the limiter
+	// has that a request or a decision has named ("default" included).
+	// Reads are one atomic load and a map read; additions, rare, copy
+	// the map under mu. Only names the limiter has are added, so the map
+	// is no larger than its set of policies, whatever clients send.
+	named atomic.Pointer[map[string]*policySlot]
+	mu    sync.Mutex
+}
+
+// policySlot is what the middleware keeps for one of the limiter's
+// policies: its Tier, and the header fields for its current limits.
+type policySlot struct {
+	name   string
+	tier   keyrate.Tier
+	fields atomic.Pointer[policyFields]
 }
 
 // ServeHTTP decides r and either serves it with the wrapped handler or
@@ -87,30 +124,123 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.cost != nil {
 		cost = m.cost(r)
 	}
-	d, err := m.limiter.AllowN(key, cost)
+	var (
+		d    keyrate.Decision
+		slot *policySlot
+	)
+	if m.tier != nil {
+		slot = m.tierSlot(m.tier(r))
+	}
+	if slot != nil {
+		d, err = m.policies.AllowTier(key, slot.tier, cost)
+	} else {
+		d, err = m.limiter.AllowN(key, cost)
+	}
 	if err != nil {
-		if errors.Is(err, keyrate.ErrInvalidCost) || errors.Is(err, keyrate.ErrCostExceedsBurst) || errors.Is(err, keyrate.ErrInvalidKey) {
+		if errors.Is(err, keyrate.ErrInvalidCost) || errors.Is(err, keyrate.ErrCostExceedsBurst) ||
+			errors.Is(err, keyrate.ErrInvalidKey) || errors.Is(err, keyrate.ErrUnknownPolicy) {
 			m.onError(w, r, err)
 		} else {
 			m.onStoreError(w, r, err)
 		}
 		return
 	}
-	m.setHeaders(w.Header(), d)
+	m.setHeaders(w.Header(), &d, slot)
 	if !d.Allowed {
 		m.denied(w, r, d)
 		return
 	}
+	if m.refundOption != "" {
+		r = withRefund(r, m.policies, key, slot, cost, d.Limit == (keyrate.Limit{}))
+	}
 	m.next.ServeHTTP(w, r)
 }
 
-// policyFor returns the fields for limit, from the cache when the limit is
-// the one last seen.
-func (m *middleware) policyFor(limit keyrate.Limit) *policyFields {
-	if p := m.policy.Load(); p != nil && p.limit == limit {
-		return p
+// tierSlot returns the slot of the policy named name, or nil for the
+// empty name and for a name the limiter does not have: the request is
+// then decided by AllowN, as without a tier option.
+func (m *middleware) tierSlot(name string) *policySlot {
+	if name == "" {
+		return nil
 	}
-	p := newPolicyFields(m.policyName, limit)
-	m.policy.Store(p)
+	if s := (*m.named.Load())[name]; s != nil {
+		return s
+	}
+	return m.addSlot(name)
+}
+
+// addSlot returns the slot for the policy named name, adding it if the
+// limiter has such a policy; it returns nil if it does not, adding
+// nothing.
+func (m *middleware) addSlot(name string) *policySlot {
+	tier, err := m.policies.Tier(name)
+	if err != nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	named := *m.named.Load()
+	if s := named[name]; s != nil {
+		return s
+	}
+	s := &policySlot{name: name, tier: tier}
+	next := maps.Clone(named)
+	next[name] = s
+	m.named.Store(&next)
+	return s
+}
+
+// fieldsFor returns the header fields for d, whose window is w, from the
+// cache when they match it. slot is the policy the request named, or nil.
+func (m *middleware) fieldsFor(d *keyrate.Decision, w int, slot *policySlot) *policyFields {
+	switch {
+	case slot != nil && slot.name == d.Policy:
+	case m.policies == nil || d.Policy == "" || d.Policy == keyrate.DefaultPolicy:
+		slot = m.def
+	default:
+		// A policy the limiter chose by itself (WithPolicyFunc).
+		if slot = (*m.named.Load())[d.Policy]; slot == nil {
+			slot = m.addSlot(d.Policy)
+		}
+	}
+	if slot != nil {
+		if p := slot.fields.Load(); p != nil && p.matches(d, w) {
+			return p
+		}
+	}
+	p := m.buildFields(d, w)
+	if slot != nil {
+		slot.fields.Store(p)
+	}
 	return p
+}
+
+// buildFields builds the header fields for the policy of d, whose window
+// is w: every window of the policy as the limiter lists it now, with d's
+// Limit for window w (so that the fields match d even if the policy
+// changed again since d was made). For a plain Limiter, or a policy the
+// limiter does not list, the fields describe window w alone.
+func (m *middleware) buildFields(d *keyrate.Decision, w int) *policyFields {
+	name := d.Policy
+	if name == "" || name == keyrate.DefaultPolicy || m.policies == nil {
+		name = m.policyName
+	}
+	var limits []keyrate.Limit
+	if m.policies != nil {
+		want := d.Policy
+		if want == "" {
+			want = keyrate.DefaultPolicy
+		}
+		for _, p := range m.policies.Policies() {
+			if p.Name == want && w < len(p.Limits) {
+				limits = slices.Clone(p.Limits)
+				break
+			}
+		}
+	}
+	if limits == nil {
+		limits = make([]keyrate.Limit, w+1)
+	}
+	limits[w] = d.Limit
+	return newPolicyFields(name, d.Policy, limits)
 }

@@ -30,6 +30,12 @@ type config struct {
 	onStoreError ErrorFunc
 	policyName   string
 	legacy       bool
+	// tier names each request's policy; tierOption names the option that
+	// set it, for New's error when the limiter has no policies.
+	tier       func(*http.Request) string
+	tierOption string
+	// refundOption is "WithRefunds" if refunds are on.
+	refundOption string
 	err          error // the first option that did not apply
 }
 
@@ -86,11 +92,14 @@ func WithStoreErrorHandler(f ErrorFunc) Option {
 	}
 }
 
-// WithPolicyName sets the policy identifier in the RateLimit-Policy and
-// RateLimit fields. The default is "default". The name must be 1 to 64
-// printable ASCII characters other than '"' and '\', so that it is a
-// structured-field String that needs no escaping; New reports any other
-// name as an error wrapping keyrate.ErrInvalidOption.
+// WithPolicyName sets the name by which the RateLimit-Policy and RateLimit
+// fields identify the limiter's default policy (keyrate.DefaultPolicy),
+// and every policy of a limiter that is not a keyrate.PolicyLimiter. The
+// default is "default". Other policies of a PolicyLimiter are identified
+// by their own names. The name must be 1 to 64 printable ASCII characters
+// other than '"' and '\', so that it is a structured-field String that
+// needs no escaping; New reports any other name as an error wrapping
+// keyrate.ErrInvalidOption.
 func WithPolicyName(name string) Option {
 	return func(c *config) {
 		if len(name) < 1 || len(name) > 64 {
