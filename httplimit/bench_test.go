@@ -38,15 +38,19 @@ func benchRequest(i int) *http.Request {
 // BenchmarkMiddleware measures what the middleware adds to a trivial
 // handler: mw=none is the handler alone, mw=keyrate the default middleware
 // (key by IP, RateLimit-Policy and RateLimit set) over atomicbucket on the
-// system clock, mw=keyrate-legacy the same with the X-RateLimit fields. Each
-// goroutine uses its own existing key, and the limit is never reached.
-// Besides ns/op it reports cpu-ns/op, the process's CPU time per request.
+// system clock, mw=keyrate-legacy the same with the X-RateLimit fields,
+// mw=keyrate-tier the default middleware with the tier from a header
+// naming a two-window policy, and mw=keyrate-tier-refunds that with
+// WithRefunds. Each goroutine uses its own existing key, and the limit is
+// never reached. Besides ns/op it reports cpu-ns/op, the process's CPU
+// time per request.
 func BenchmarkMiddleware(b *testing.B) {
 	racetest.Bench()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	limit := keyrate.Limit{Rate: 1_000_000_000, Per: time.Second, Burst: 1_000_000}
+	tier := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{limit, limit.WithBurst(2_000_000)}}
 	build := func(opts ...Option) http.Handler {
-		lim, err := atomicbucket.New(limit)
+		lim, err := atomicbucket.New(limit, keyrate.WithPolicies(tier))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -56,7 +60,9 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 		h := mw(ok)
 		for i := range benchKeys {
-			h.ServeHTTP(&benchWriter{h: make(http.Header)}, benchRequest(i))
+			r := benchRequest(i)
+			r.Header.Set("X-Plan", tier.Name)
+			h.ServeHTTP(&benchWriter{h: make(http.Header)}, r)
 		}
 		if n := lim.Len(); n != benchKeys {
 			b.Fatalf("setup created %d keys, want %d", n, benchKeys)
@@ -71,6 +77,8 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"none", ok, ""},
 		{"keyrate", build(), "Ratelimit"},
 		{"keyrate-legacy", build(WithLegacyHeaders()), "X-Ratelimit-Remaining"},
+		{"keyrate-tier", build(TierByHeader("X-Plan")), "Ratelimit"},
+		{"keyrate-tier-refunds", build(TierByHeader("X-Plan"), WithRefunds()), "Ratelimit"},
 	} {
 		b.Run("mw="+bc.name, func(b *testing.B) {
 			var next atomic.Int64
@@ -81,6 +89,7 @@ func BenchmarkMiddleware(b *testing.B) {
 				// Keys 17 apart: their buckets were allocated 17 words
 				// apart, so goroutines do not share a cache line.
 				r := benchRequest(int(next.Add(1)-1) * 17 % benchKeys)
+				r.Header.Set("X-Plan", tier.Name) // read only by the tier cases
 				w := &benchWriter{h: make(http.Header)}
 				ran := false
 				for pb.Next() {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
@@ -101,4 +102,148 @@ func ExampleByHeader() {
 	// "bob": 404
 	// "alice": 429
 	// "": 500
+}
+
+// Tiers from a header that a gateway sets after authenticating the client:
+// each plan is one of the store's policies, and a request without the
+// header, or naming a plan the store lacks, gets the default policy.
+func ExampleTierByHeader() {
+	clk := clock.NewManual(0) // omit WithClock in production
+	limiter, err := atomicbucket.New(keyrate.PerMinute(1), keyrate.WithClock(clk),
+		keyrate.WithPolicies(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(100)}}))
+	if err != nil {
+		panic(err)
+	}
+	limit, err := httplimit.New(limiter, httplimit.ByHeader("X-API-Key"), httplimit.TierByHeader("X-Plan"))
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.NotFoundHandler())
+	for _, c := range []struct{ key, plan string }{{"alice", "pro"}, {"alice", "pro"}, {"bob", ""}, {"bob", ""}, {"carol", "gold"}} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", c.key)
+		r.Header.Set("X-Plan", c.plan)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		fmt.Printf("%s %q: %d %s | %s\n", c.key, c.plan, rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"))
+	}
+	// Output:
+	// alice "pro": 404 "pro";q=100;w=60 | "pro";r=99;t=1
+	// alice "pro": 404 "pro";q=100;w=60 | "pro";r=98;t=2
+	// bob "": 404 "default";q=1;w=60 | "default";r=0;t=60
+	// bob "": 429 "default";q=1;w=60 | "default";r=0;t=60
+	// carol "gold": 404 "default";q=1;w=60 | "default";r=0;t=60
+}
+
+// Authentication middleware in front names the tier in the request's
+// context; it needs only ContextWithTier from this package.
+func ExampleTierByContext() {
+	limiter, err := atomicbucket.New(keyrate.PerMinute(1),
+		keyrate.WithPolicies(keyrate.Unlimited("internal")))
+	if err != nil {
+		panic(err)
+	}
+	limit, err := httplimit.New(limiter, httplimit.TierByContext())
+	if err != nil {
+		panic(err)
+	}
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") == "Bearer ops-token" { // stands for a real check
+				r = r.WithContext(httplimit.ContextWithTier(r.Context(), "internal"))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := auth(limit(http.NotFoundHandler()))
+	for _, token := range []string{"", "", "Bearer ops-token", "Bearer ops-token"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		fmt.Printf("%q: %d RateLimit: %q\n", token, rec.Code, rec.Header().Get("RateLimit"))
+	}
+	// Output:
+	// "": 404 RateLimit: "\"default\";r=0;t=60"
+	// "": 429 RateLimit: "\"default\";r=0;t=60"
+	// "Bearer ops-token": 404 RateLimit: ""
+	// "Bearer ops-token": 404 RateLimit: ""
+}
+
+// A policy of two windows, enforced together: at most 2 requests a second,
+// and 5 a minute. RateLimit-Policy lists both windows, named after the
+// policy and the window's index; RateLimit reports the one nearest to
+// denying, which moves from the second to the minute as the minute's
+// quota runs out.
+func Example_twoWindows() {
+	clk := clock.NewManual(0) // omit WithClock in production
+	limiter, err := atomicbucket.New(keyrate.PerSecond(2), keyrate.WithClock(clk),
+		keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{
+			keyrate.PerSecond(2),
+			keyrate.PerMinute(5),
+		}}))
+	if err != nil {
+		panic(err)
+	}
+	limit, err := httplimit.New(limiter, httplimit.WithPolicyName("api"))
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.NotFoundHandler())
+	for i := range 7 {
+		if i == 3 || i == 5 {
+			clk.Advance(time.Second)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if i == 0 {
+			fmt.Println("RateLimit-Policy:", rec.Header().Get("RateLimit-Policy"))
+		}
+		fmt.Printf("t=%v %d RateLimit: %s Retry-After: %q\n", clk.Now(), rec.Code, rec.Header().Get("RateLimit"), rec.Header().Get("Retry-After"))
+	}
+	// Output:
+	// RateLimit-Policy: "api-0";q=2;w=1, "api-1";q=5;w=60
+	// t=0s 404 RateLimit: "api-0";r=1;t=1 Retry-After: ""
+	// t=0s 404 RateLimit: "api-0";r=0;t=1 Retry-After: ""
+	// t=0s 429 RateLimit: "api-0";r=0;t=1 Retry-After: "1"
+	// t=1s 404 RateLimit: "api-0";r=1;t=1 Retry-After: ""
+	// t=1s 404 RateLimit: "api-0";r=0;t=1 Retry-After: ""
+	// t=2s 404 RateLimit: "api-1";r=0;t=58 Retry-After: ""
+	// t=2s 429 RateLimit: "api-1";r=0;t=10 Retry-After: "10"
+}
+
+// A handler gives back the tokens of a request whose upstream failed, so
+// that the client is not charged for it.
+func ExampleRefund() {
+	clk := clock.NewManual(0) // omit WithClock in production
+	limiter, err := atomicbucket.New(keyrate.PerMinute(2), keyrate.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	limit, err := httplimit.New(limiter, httplimit.WithRefunds())
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/flaky" { // the upstream failed
+			if err := httplimit.Refund(r, 1); err != nil {
+				panic(err)
+			}
+			http.Error(w, "upstream unavailable", http.StatusBadGateway)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	}))
+	for _, path := range []string{"/flaky", "/flaky", "/flaky", "/", "/", "/"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		fmt.Println(path, rec.Code)
+	}
+	// Output:
+	// /flaky 502
+	// /flaky 502
+	// /flaky 502
+	// / 200
+	// / 200
+	// / 429
 }
