@@ -37,9 +37,10 @@ type Limiter interface {
 // A key has one bucket, whatever its policy: a window per limit of the
 // policy it was last decided under. When a key's policy changes (SetPolicy,
 // or the key moves to another tier), its next request is decided under the
-// new policy, with the key's state carried over: window i keeps the tokens
-// it holds under the old window i, capped at its new Burst, and then
-// refills at its new rate; a full window stays full, and a window the old
+// new policy, with the key's state carried over at that request (until
+// then it refills at its old rates): window i keeps the tokens it holds
+// under the old window i, capped at its new Burst, and then refills at its
+// new rate; a full window stays full, and a window the old
 // policy lacked starts full, as they would for a new key. A client of 100
 // a minute that holds 40 tokens keeps 40 when upgraded to 10 000 a minute,
 // and gains the next one 6ms later; an idle client, whose bucket is full,

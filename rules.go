@@ -142,12 +142,17 @@ func (rs *Rules) Reading(s []State) time.Duration {
 }
 
 // Carry fills into, one state per window of rs, with the states of a key
-// whose states under rules from were s, at clock reading t: the rule by
-// which a key keeps its state when its policy changes. Window i keeps the
-// tokens it holds under window i of from, capped at its new Burst, and a
-// full window stays full (see Rule.Carry); a window from did not have
-// starts full, as for a new key. from and rs must share a clock and an
-// epoch (both compiled by one store).
+// whose states under rules from were s, for a request at clock reading t:
+// the rule by which a key keeps its state when its policy changes. Window
+// i keeps the tokens it holds under window i of from, capped at its new
+// Burst, and a full window stays full (see Rule.Carry); a window from did
+// not have starts full, as for a new key. from and rs must share a clock
+// and an epoch (both compiled by one store).
+//
+// A key's state is carried over at its first request under rs, not when
+// rs was compiled: until then it refills at its old rates. (Carrying it
+// at the moment of a change would let a sweep that removed a bucket full
+// under the old rates change the key's decision.)
 func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 	for i := range rs.rules {
 		r := &rs.rules[i]
