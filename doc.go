@@ -6,7 +6,8 @@
 //
 // This package holds the contract: Limit, Decision, the Limiter interface,
 // the errors, the options every store shares, and the token-bucket
-// arithmetic (Rule), written once. The stores live in sibling packages and
+// arithmetic (Rule, and Rules for a Policy of several limits), written
+// once. The stores live in sibling packages and
 // differ only in how they synchronise that arithmetic:
 //
 //   - mutexbucket: a map of buckets, each with its own mutex;
@@ -21,6 +22,18 @@
 // tokens every Limit.Per. A new key starts full. Refill is lazy: nothing
 // happens between calls. Over any interval of length T a key is allowed at
 // most Burst + Rate·T/Per tokens in total.
+//
+// # Policies
+//
+// A Policy is a name and up to MaxLimits limits (windows) enforced all or
+// nothing, or Unlimited. A store enforces the Limit given to New as its
+// default policy (DefaultPolicy) and, with WithPolicies, named ones: every
+// in-process store implements PolicyLimiter, whose Tier and AllowTier pick
+// a policy per request, and WithPolicyFunc picks one per key. SetPolicy
+// changes policies at runtime and Refund gives tokens back. A key has one
+// bucket, one State per window of the policy it was last decided under;
+// Rules.Take is the all-or-nothing transition over them, Rules.Carry the
+// rule by which a key's state follows a change of policy.
 //
 // # The packed state
 //
