@@ -54,10 +54,18 @@ import (
 // A Store is safe for concurrent use. Create one with New, and Close it
 // when done with it (Close stops the background sweeper and waits for a
 // sweep in flight); the zero value is not usable. Known keys
-// cost no allocation; each new key allocates one word. Options:
+// cost no allocation; each new key allocates one bucket (the word and its
+// policy; a key of several windows, an array of its other states too). Options:
 // keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys (default
 // no cap), keyrate.WithSweepInterval (default no background sweeper) and
 // keyrate.WithHashedKeys (default off).
+//
+// # Policies
+//
+// The store implements keyrate.PolicyLimiter: keyrate.WithPolicies (default
+// none besides the Limit given to New) and keyrate.WithPolicyFunc (default:
+// the default policy for every key) give it tiers and policies of several
+// windows, SetPolicy changes them at runtime, Refund gives tokens back.
 type Store struct {
 	pols  *keyrate.Policies
 	strs  *xsync.MapOf[string, *bucket] // words.Strings(), for the hot path

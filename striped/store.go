@@ -15,15 +15,19 @@ import (
 
 // Store is a keyrate.Limiter that splits keys over a power-of-two number of
 // stripes by a seeded hash of the key. Each stripe is a sync.Mutex and a
-// plain Go map from key to packed state (keyrate.State), padded to a cache
-// line so that stripes never share one.
+// plain Go map from key to its packed states (sweep.Block: the compiled
+// policy it is under and window 0's keyrate.State inline), padded to a
+// cache line so that stripes never share one.
 //
 // A call hashes the key, reads the clock, locks the key's stripe, applies
 // keyrate's shared transition to the key's state and unlocks. Keys on
-// different stripes never contend. The maps hold no pointer per bucket
-// (just the key), which keeps memory per key and GC work low; with
-// keyrate.WithHashedKeys the map key is the 64-bit hash itself and the maps
-// hold no pointers at all, so the garbage collector never scans them.
+// different stripes never contend. The maps hold no allocation per
+// one-window key (an entry holds the key, its state and a pointer to its
+// policy, shared by every key under it), which keeps memory per key and GC
+// work low; with keyrate.WithHashedKeys the map key is the 64-bit hash
+// itself and the key's bytes are not retained. (Before policies an entry
+// held no pointer at all and the garbage collector skipped hashed maps
+// entirely; a policy index in place of the pointer would restore that.)
 //
 // The hash is hash/maphash with a seed drawn at random per Store, so keys
 // crafted to land on one stripe in one process do not in another. It
@@ -61,10 +65,19 @@ import (
 //
 // A Store is safe for concurrent use. Create one with New, and Close it if
 // it has a background sweeper; the zero value is not usable. Known keys
-// cost no allocation; new keys grow a map. Options: keyrate.WithClock
+// cost no allocation; new keys grow a map (each entry holds the key's policy
+// and window 0's state; a key of several windows allocates an array of
+// its other states). Options: keyrate.WithClock
 // (default clock.System()), WithStripes (default DefaultStripes()),
 // keyrate.WithMaxKeys (default no cap), keyrate.WithSweepInterval (default
 // no background sweeper) and keyrate.WithHashedKeys (default off).
+//
+// # Policies
+//
+// The store implements keyrate.PolicyLimiter: keyrate.WithPolicies (default
+// none besides the Limit given to New) and keyrate.WithPolicyFunc (default:
+// the default policy for every key) give it tiers and policies of several
+// windows, SetPolicy changes them at runtime, Refund gives tokens back.
 type Store struct {
 	pols   *keyrate.Policies
 	seed   maphash.Seed
