@@ -26,6 +26,7 @@ func RunPolicies(t *testing.T, b Bounded) {
 	t.Run("ConcurrentWindows", func(t *testing.T) { testConcurrentWindows(t, b) })
 	t.Run("ConcurrentRefunds", func(t *testing.T) { testConcurrentRefunds(t, b) })
 	t.Run("ConcurrentChanges", func(t *testing.T) { testConcurrentChanges(t, b) })
+	t.Run("MovedUnderCaller", func(t *testing.T) { testMovedUnderCaller(t, b) })
 	t.Run("ZeroAllocs", func(t *testing.T) { testPolicyZeroAllocs(t, b) })
 }
 
@@ -512,5 +513,47 @@ func testPolicyZeroAllocs(t *testing.T, b Bounded) {
 		l.Tier("two")
 	}); n != 0 {
 		t.Fatalf("AllowTier/RefundTier/Tier on a known key: %v allocations per run, want 0", n)
+	}
+}
+
+// testMovedUnderCaller: a request that read the clock, and then finds that
+// another request moved its key to another tier (retiring the bucket it
+// looked up), spends from the key's current bucket, not the retired one,
+// so both spends count. The hook runs the other request between the first
+// one's reading and its spend, every run.
+func testMovedUnderCaller(t *testing.T, b Bounded) {
+	for _, windows := range [][]keyrate.Limit{
+		{keyrate.PerMinute(10)},
+		{keyrate.PerMinute(10), keyrate.PerHour(100)},
+	} {
+		t.Run(fmt.Sprint("windows=", len(windows)), func(t *testing.T) {
+			clk := newHookClock(start)
+			l, err := b.New(t, keyrate.PerSecond(1), clk.Manual, keyrate.WithClock(clk), keyrate.WithPolicies(
+				keyrate.Policy{Name: "a", Limits: windows},
+				keyrate.Policy{Name: "b", Limits: windows},
+			))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			ps := l.(keyrate.PolicyLimiter)
+			ta, _ := ps.Tier("a")
+			tb, _ := ps.Tier("b")
+			if d, err := ps.AllowTier("k", ta, 1); err != nil || !d.Allowed {
+				t.Fatalf("first request = %+v, %v", d, err)
+			}
+			var moved keyrate.Decision
+			clk.atNextReading(func() { moved, _ = ps.AllowTier("k", tb, 4) })
+			got, err := ps.AllowTier("k", ta, 3)
+			if !clk.fired() || !moved.Allowed || moved.Remaining != 5 {
+				t.Fatalf("the move to tier b did not run as planned (fired %v, %+v)", clk.fired(), moved)
+			}
+			if err != nil || !got.Allowed || got.Remaining != 2 {
+				t.Fatalf("AllowTier(k, a, 3) after k moved to b under it = %+v, %v; want allowed with 2 left (10 - 1 - 4 - 3)", got, err)
+			}
+			if d, _ := ps.AllowTier("k", tb, 3); d.Allowed {
+				t.Fatalf("a third request of 3 with 2 left = %+v, want denied", d)
+			}
+		})
 	}
 }
