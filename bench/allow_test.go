@@ -10,7 +10,10 @@ import (
 )
 
 // BenchmarkAllow is the one driver: every subject on every workload, named
-// store=<subject>/wl=<workload>; core counts come from -cpu.
+// store=<subject>/wl=<workload>, then the policy rows, named
+// store=<store>/policy=<policy>/wl=<workload>, on their workloads; core
+// counts come from -cpu, for every row alike (the testing package runs each
+// sub-benchmark at every -cpu value: a row cannot choose its own).
 func BenchmarkAllow(b *testing.B) {
 	racetest.Bench()
 	for _, sc := range subjects {
@@ -24,6 +27,25 @@ func BenchmarkAllow(b *testing.B) {
 			})
 		}
 	}
+	for _, row := range policyRows {
+		for _, name := range row.workloads {
+			wl := workloadNamed(b, name)
+			b.Run("store="+row.name+"/wl="+wl.name, func(b *testing.B) {
+				benchKnown(b, row.subjectCase, wl)
+			})
+		}
+	}
+}
+
+// workloadNamed returns the workload named name.
+func workloadNamed(b *testing.B, name string) workload {
+	for _, wl := range workloads {
+		if wl.name == name {
+			return wl
+		}
+	}
+	b.Fatalf("no workload named %q", name)
+	return workload{}
 }
 
 // fixture is a subject prepared for a workload: every key inserted, with
@@ -70,6 +92,12 @@ func fixtureFor(b *testing.B, sc subjectCase, wl workload) *fixture {
 		release()
 		b.Fatalf("store=%s wl=%s: store holds %d keys after setup, want %d (%d claimed, capped at %d under -race)",
 			sc.name, wl.name, got, len(in.keys), wl.keys, maxRaceKeys)
+	}
+	if sc.check != nil {
+		if err := sc.check(s, in.keys); err != nil {
+			release()
+			b.Fatalf("store=%s wl=%s: %v", sc.name, wl.name, err)
+		}
 	}
 	current.id, current.f = id, &fixture{s: s, release: release, in: in}
 	runtime.GC() // collect setup's garbage now, not in the timed loop

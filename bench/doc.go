@@ -13,6 +13,7 @@
 // "keyrate report" can slice by any of them:
 //
 //	BenchmarkAllow/store=<store>/wl=<workload>-<GOMAXPROCS>
+//	BenchmarkAllow/store=<store>/policy=<policy>/wl=<workload>-<GOMAXPROCS>
 //	BenchmarkMemory/store=<store>
 //
 // The stores are mutex (mutexbucket), striped, atomic (atomicbucket),
@@ -24,6 +25,27 @@
 //     one compare-and-swap on a uint64;
 //   - xrate: one golang.org/x/time/rate.Limiter per key in an xsync.MapOf,
 //     got or created with LoadOrCompute: what users write by hand today.
+//
+// # Policies
+//
+// The policy rows measure what keyrate.Policy costs, beside the one-window
+// rows of the same store in the same run, for mutex, striped and atomic:
+//
+//   - policy=2windows, on hotkey and uniform-1k: every key under one policy
+//     of two windows (the workload's limit and 3.6 trillion an hour), given
+//     as the default policy with WithPolicies, so that Allow decides it with
+//     no WithPolicyFunc; compare with store=<store>/wl=<workload>;
+//   - policy=3tiers, on uniform-1k: three one-window policies (WithPolicies)
+//     and a WithPolicyFunc that picks a key's by its last byte (4:3:3 over
+//     the 1k keys); compare with store=<store>/wl=uniform-1k.
+//
+// Their limits are as open as the workload's, so that every call is
+// allowed and checked as such. Setup also checks that the keys are decided
+// under the policies the name says, no tier getting under a quarter of
+// its share of the keys.
+// TestKnownKeyAllocs checks that Allow and AllowN on a known key allocate
+// nothing, for every subject and policy row. "keyrate report" prints each
+// policy row's ratio to its one-window row.
 //
 // # Workloads
 //

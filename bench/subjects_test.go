@@ -27,18 +27,23 @@ type subjectCase struct {
 	// new builds a fresh instance enforcing l, and a function that releases
 	// what it holds (a coarse clock's goroutine).
 	new func(l keyrate.Limit) (subject, func(), error)
+	// check, if set, is a further setup check, run on the prepared
+	// instance with the workload's keys (the policy rows check the
+	// policies the keys are decided under).
+	check func(s subject, keys []string) error
 }
 
 // subjects is every store and baseline, in report order. A store variant is
-// one line, its options given to store or coarse.
+// one line, its options given to store or coarse. The policy rows
+// (policyRows) run on fewer workloads.
 var subjects = []subjectCase{
-	{"mutex", true, store(mutexbucket.New)},
-	{"striped", true, store(striped.New)},
-	{"striped/keys=hashed", true, store(striped.New, keyrate.WithHashedKeys())},
-	{"atomic", true, store(atomicbucket.New)},
-	{"atomic/clock=coarse", true, coarse(atomicbucket.New)},
-	{"floor", false, newFloor},
-	{"xrate", true, newXrate},
+	{name: "mutex", limiter: true, new: store(mutexbucket.New)},
+	{name: "striped", limiter: true, new: store(striped.New)},
+	{name: "striped/keys=hashed", limiter: true, new: store(striped.New, keyrate.WithHashedKeys())},
+	{name: "atomic", limiter: true, new: store(atomicbucket.New)},
+	{name: "atomic/clock=coarse", limiter: true, new: coarse(atomicbucket.New)},
+	{name: "floor", new: newFloor},
+	{name: "xrate", limiter: true, new: newXrate},
 }
 
 // store adapts a store's New, with opts, to subjectCase.new.
