@@ -786,12 +786,12 @@ func (st rulesStep) String() string {
 	}
 }
 
-// allow and deny build a step's wanted Decision.
-func allow(window, remaining int, reset, windowReset time.Duration) keyrate.Decision {
+// stepAllow and stepDeny build a step's wanted Decision.
+func stepAllow(window, remaining int, reset, windowReset time.Duration) keyrate.Decision {
 	return keyrate.Decision{Allowed: true, Window: window, Remaining: remaining, ResetAfter: reset, WindowResetAfter: windowReset}
 }
 
-func deny(window, remaining int, retry, reset, windowReset time.Duration) keyrate.Decision {
+func stepDeny(window, remaining int, retry, reset, windowReset time.Duration) keyrate.Decision {
 	return keyrate.Decision{Window: window, Remaining: remaining, RetryAfter: retry, ResetAfter: reset, WindowResetAfter: windowReset}
 }
 
@@ -855,32 +855,32 @@ func TestRulesTwoWindows(t *testing.T) {
 	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(10), keyrate.PerMinute(20)}}
 	runSteps(t, []keyrate.Policy{pro}, []rulesStep{
 		// A full bucket.
-		{at: 0, op: opPeek, want: allow(0, 10, 0, 0)},
+		{at: 0, op: opPeek, want: stepAllow(0, 10, 0, 0)},
 		// The burst: window 0 has the fewest tokens left.
-		{at: 0, op: opTake, cost: 9, want: allow(0, 1, 27*time.Second, 900*ms)},
-		{at: 0, op: opTake, cost: 1, want: allow(0, 0, 30*time.Second, time.Second)},
+		{at: 0, op: opTake, cost: 9, want: stepAllow(0, 1, 27*time.Second, 900*ms)},
+		{at: 0, op: opTake, cost: 1, want: stepAllow(0, 0, 30*time.Second, time.Second)},
 		// Window 0 denies, a token due in 100ms; window 1 is 30s from full.
-		{at: 0, op: opTake, cost: 1, want: deny(0, 0, 100*ms, 30*time.Second, time.Second)},
-		{at: 0, op: opPeek, want: deny(0, 0, 100*ms, 30*time.Second, time.Second)},
-		{at: 99 * ms, op: opTake, cost: 1, want: deny(0, 0, 1*ms, 29901*ms, 901*ms)},
+		{at: 0, op: opTake, cost: 1, want: stepDeny(0, 0, 100*ms, 30*time.Second, time.Second)},
+		{at: 0, op: opPeek, want: stepDeny(0, 0, 100*ms, 30*time.Second, time.Second)},
+		{at: 99 * ms, op: opTake, cost: 1, want: stepDeny(0, 0, 1*ms, 29901*ms, 901*ms)},
 		// Window 0's token; window 1 holds 10 1/30.
-		{at: 100 * ms, op: opTake, cost: 1, want: allow(0, 0, 32900*ms, time.Second)},
+		{at: 100 * ms, op: opTake, cost: 1, want: stepAllow(0, 0, 32900*ms, time.Second)},
 		// At 1.1s window 0 is full and window 1 holds 9 11/30: after 9
 		// window 1 has the fewest whole tokens (0, to window 0's 1).
-		{at: 1100 * ms, op: opTake, cost: 9, want: allow(1, 0, 58900*ms, 58900*ms)},
+		{at: 1100 * ms, op: opTake, cost: 9, want: stepAllow(1, 0, 58900*ms, 58900*ms)},
 		// The minute quota denies while window 0 has a token: window 1 holds
 		// 11/30 of a token, 19/30 short, 1.9s away.
-		{at: 1100 * ms, op: opTake, cost: 1, want: deny(1, 0, 1900*ms, 58900*ms, 58900*ms)},
-		{at: 1100 * ms, op: opPeek, want: deny(1, 0, 1900*ms, 58900*ms, 58900*ms)},
-		{at: 2999 * ms, op: opTake, cost: 1, want: deny(1, 0, 1*ms, 57001*ms, 57001*ms)},
-		{at: 3 * time.Second, op: opTake, cost: 1, want: allow(1, 0, time.Minute, time.Minute)},
+		{at: 1100 * ms, op: opTake, cost: 1, want: stepDeny(1, 0, 1900*ms, 58900*ms, 58900*ms)},
+		{at: 1100 * ms, op: opPeek, want: stepDeny(1, 0, 1900*ms, 58900*ms, 58900*ms)},
+		{at: 2999 * ms, op: opTake, cost: 1, want: stepDeny(1, 0, 1*ms, 57001*ms, 57001*ms)},
+		{at: 3 * time.Second, op: opTake, cost: 1, want: stepAllow(1, 0, time.Minute, time.Minute)},
 		// Window 0 holds 9, window 1 none: a cost of 2 waits 6s for window 1.
-		{at: 3 * time.Second, op: opTake, cost: 2, want: deny(1, 0, 6*time.Second, time.Minute, time.Minute)},
+		{at: 3 * time.Second, op: opTake, cost: 2, want: stepDeny(1, 0, 6*time.Second, time.Minute, time.Minute)},
 		// Both deny a cost of 10: Window is the first (window 0, 100ms
 		// from holding 10), RetryAfter the longest wait (window 1's 30s).
-		{at: 3 * time.Second, op: opTake, cost: 10, want: deny(0, 0, 30*time.Second, time.Minute, 100*ms)},
+		{at: 3 * time.Second, op: opTake, cost: 10, want: stepDeny(0, 0, 30*time.Second, time.Minute, 100*ms)},
 		// A minute later both are full.
-		{at: 63 * time.Second, op: opPeek, want: allow(0, 10, 0, 0)},
+		{at: 63 * time.Second, op: opPeek, want: stepAllow(0, 10, 0, 0)},
 	})
 }
 
@@ -889,24 +889,24 @@ func TestRulesTwoWindows(t *testing.T) {
 func TestRulesRefundSteps(t *testing.T) {
 	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(10), keyrate.PerMinute(20)}}
 	runSteps(t, []keyrate.Policy{pro}, []rulesStep{
-		{at: 0, op: opTake, cost: 5, want: allow(0, 5, 15*time.Second, 500*ms)},
-		{at: 50 * ms, op: opTake, cost: 4, want: allow(0, 1, 26950*ms, 850*ms)},
+		{at: 0, op: opTake, cost: 5, want: stepAllow(0, 5, 15*time.Second, 500*ms)},
+		{at: 50 * ms, op: opTake, cost: 4, want: stepAllow(0, 1, 26950*ms, 850*ms)},
 		// Giving back the 4 leaves the bucket as the first request left it.
-		{at: 50 * ms, op: opRefund, cost: 4, want: allow(0, 5, 14950*ms, 450*ms)},
+		{at: 50 * ms, op: opRefund, cost: 4, want: stepAllow(0, 5, 14950*ms, 450*ms)},
 		// The same after a token of window 0 refilled.
-		{at: 100 * ms, op: opTake, cost: 4, want: allow(0, 2, 26900*ms, 800*ms)},
-		{at: 150 * ms, op: opRefund, cost: 4, want: allow(0, 6, 14850*ms, 350*ms)},
+		{at: 100 * ms, op: opTake, cost: 4, want: stepAllow(0, 2, 26900*ms, 800*ms)},
+		{at: 150 * ms, op: opRefund, cost: 4, want: stepAllow(0, 6, 14850*ms, 350*ms)},
 		// At 1s window 0 is full and window 1 holds 5 1/3 short of 20:
 		// a refund of 5 fills window 1 to 20, not 20 1/3, and leaves
 		// window 0 at 10, not 15.
-		{at: time.Second, op: opRefund, cost: 5, want: allow(0, 10, 0, 0)},
-		{at: time.Second, op: opTake, cost: 10, want: allow(0, 0, 30*time.Second, time.Second)},
-		{at: time.Second, op: opTake, cost: 1, want: deny(0, 0, 100*ms, 30*time.Second, time.Second)},
+		{at: time.Second, op: opRefund, cost: 5, want: stepAllow(0, 10, 0, 0)},
+		{at: time.Second, op: opTake, cost: 10, want: stepAllow(0, 0, 30*time.Second, time.Second)},
+		{at: time.Second, op: opTake, cost: 1, want: stepDeny(0, 0, 100*ms, 30*time.Second, time.Second)},
 		// A refund of the whole burst empties no debt it does not have.
-		{at: time.Second, op: opRefund, cost: 10, want: allow(0, 10, 0, 0)},
-		{at: time.Second, op: opRefund, cost: 10, want: allow(0, 10, 0, 0)},
-		{at: time.Second, op: opTake, cost: 10, want: allow(0, 0, 30*time.Second, time.Second)},
-		{at: time.Second, op: opTake, cost: 1, want: deny(0, 0, 100*ms, 30*time.Second, time.Second)},
+		{at: time.Second, op: opRefund, cost: 10, want: stepAllow(0, 10, 0, 0)},
+		{at: time.Second, op: opRefund, cost: 10, want: stepAllow(0, 10, 0, 0)},
+		{at: time.Second, op: opTake, cost: 10, want: stepAllow(0, 0, 30*time.Second, time.Second)},
+		{at: time.Second, op: opTake, cost: 1, want: stepDeny(0, 0, 100*ms, 30*time.Second, time.Second)},
 	})
 }
 
@@ -958,71 +958,71 @@ func TestRulesCarrySteps(t *testing.T) {
 	const toBasic, toPro, toSmall, toQuota = 0, 1, 2, 3
 	t.Run("upgrade", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
-			{at: 0, op: opTake, cost: 60, want: allow(0, 40, 36*time.Second, 36*time.Second)},
+			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
 			// The 40 held carry over, 9960 short of full at 6ms a token.
-			{at: 0, op: opCarry, to: toPro, want: allow(0, 40, 59760*ms, 59760*ms)},
+			{at: 0, op: opCarry, to: toPro, want: stepAllow(0, 40, 59760*ms, 59760*ms)},
 			// And refill at the new rate: one more 6ms later.
-			{at: 6 * ms, op: opTake, cost: 41, want: allow(0, 0, time.Minute, time.Minute)},
-			{at: 6 * ms, op: opTake, cost: 1, want: deny(0, 0, 6*ms, time.Minute, time.Minute)},
+			{at: 6 * ms, op: opTake, cost: 41, want: stepAllow(0, 0, time.Minute, time.Minute)},
+			{at: 6 * ms, op: opTake, cost: 1, want: stepDeny(0, 0, 6*ms, time.Minute, time.Minute)},
 		})
 	})
 	t.Run("upgrade a full bucket", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
 			// An idle client's full bucket stays full: all 10000.
-			{at: 0, op: opCarry, to: toPro, want: allow(0, 10000, 0, 0)},
-			{at: 0, op: opTake, cost: 10000, want: allow(0, 0, time.Minute, time.Minute)},
+			{at: 0, op: opCarry, to: toPro, want: stepAllow(0, 10000, 0, 0)},
+			{at: 0, op: opTake, cost: 10000, want: stepAllow(0, 0, time.Minute, time.Minute)},
 		})
 	})
 	t.Run("downgrade", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
-			{at: 0, op: opTake, cost: 60, want: allow(0, 40, 36*time.Second, 36*time.Second)},
+			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
 			// 40 held, under the new Burst of 50: 10 short at 1.2s a token.
-			{at: 0, op: opCarry, to: toSmall, want: allow(0, 40, 12*time.Second, 12*time.Second)},
-			{at: 0, op: opTake, cost: 40, want: allow(0, 0, time.Minute, time.Minute)},
+			{at: 0, op: opCarry, to: toSmall, want: stepAllow(0, 40, 12*time.Second, 12*time.Second)},
+			{at: 0, op: opTake, cost: 40, want: stepAllow(0, 0, time.Minute, time.Minute)},
 			// None held carries as none, never fewer.
-			{at: 0, op: opCarry, to: toBasic, want: deny(0, 0, 600*ms, time.Minute, time.Minute)},
+			{at: 0, op: opCarry, to: toBasic, want: stepDeny(0, 0, 600*ms, time.Minute, time.Minute)},
 			// Half a token of basic, 300ms later, is half a token of small.
-			{at: 300 * ms, op: opCarry, to: toSmall, want: deny(0, 0, 600*ms, 59400*ms, 59400*ms)},
+			{at: 300 * ms, op: opCarry, to: toSmall, want: stepDeny(0, 0, 600*ms, 59400*ms, 59400*ms)},
 		})
 	})
 	t.Run("downgrade capped at the new burst", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
 			// 90 held are 50 under a Burst of 50, never more.
-			{at: 0, op: opTake, cost: 10, want: allow(0, 90, 6*time.Second, 6*time.Second)},
-			{at: 0, op: opCarry, to: toSmall, want: allow(0, 50, 0, 0)},
-			{at: 0, op: opTake, cost: 50, want: allow(0, 0, time.Minute, time.Minute)},
-			{at: 0, op: opTake, cost: 1, want: deny(0, 0, 1200*ms, time.Minute, time.Minute)},
+			{at: 0, op: opTake, cost: 10, want: stepAllow(0, 90, 6*time.Second, 6*time.Second)},
+			{at: 0, op: opCarry, to: toSmall, want: stepAllow(0, 50, 0, 0)},
+			{at: 0, op: opTake, cost: 50, want: stepAllow(0, 0, time.Minute, time.Minute)},
+			{at: 0, op: opTake, cost: 1, want: stepDeny(0, 0, 1200*ms, time.Minute, time.Minute)},
 		})
 	})
 	t.Run("downgrade a full bucket", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
 			// A full bucket of 100 holds 50 under a Burst of 50, not 100.
-			{at: 0, op: opCarry, to: toSmall, want: allow(0, 50, 0, 0)},
-			{at: 0, op: opTake, cost: 50, want: allow(0, 0, time.Minute, time.Minute)},
-			{at: 0, op: opTake, cost: 1, want: deny(0, 0, 1200*ms, time.Minute, time.Minute)},
+			{at: 0, op: opCarry, to: toSmall, want: stepAllow(0, 50, 0, 0)},
+			{at: 0, op: opTake, cost: 50, want: stepAllow(0, 0, time.Minute, time.Minute)},
+			{at: 0, op: opTake, cost: 1, want: stepDeny(0, 0, 1200*ms, time.Minute, time.Minute)},
 		})
 	})
 	t.Run("windows added and dropped", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
-			{at: 0, op: opTake, cost: 60, want: allow(0, 40, 36*time.Second, 36*time.Second)},
+			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
 			// Window 0 keeps its debt; the hourly window, new, starts full.
-			{at: 0, op: opCarry, to: toQuota, want: allow(0, 40, 36*time.Second, 36*time.Second)},
+			{at: 0, op: opCarry, to: toQuota, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
 			// Window 1 spends 40 of 1000 (3.6s each): 144s from full.
-			{at: 0, op: opTake, cost: 40, want: allow(0, 0, 144*time.Second, time.Minute)},
-			{at: 0, op: opPeek, want: deny(0, 0, 600*ms, 144*time.Second, time.Minute)},
-			{at: time.Minute, op: opPeek, want: allow(0, 100, 84*time.Second, 0)},
+			{at: 0, op: opTake, cost: 40, want: stepAllow(0, 0, 144*time.Second, time.Minute)},
+			{at: 0, op: opPeek, want: stepDeny(0, 0, 600*ms, 144*time.Second, time.Minute)},
+			{at: time.Minute, op: opPeek, want: stepAllow(0, 100, 84*time.Second, 0)},
 			// Back to one window: the hourly window's debt is dropped.
-			{at: time.Minute, op: opCarry, to: toBasic, want: allow(0, 100, 0, 0)},
-			{at: time.Minute, op: opCarry, to: toQuota, want: allow(0, 100, 0, 0)},
+			{at: time.Minute, op: opCarry, to: toBasic, want: stepAllow(0, 100, 0, 0)},
+			{at: time.Minute, op: opCarry, to: toQuota, want: stepAllow(0, 100, 0, 0)},
 		})
 	})
 	t.Run("to and from unlimited", func(t *testing.T) {
 		free := keyrate.Unlimited("free")
 		runSteps(t, []keyrate.Policy{basic, free}, []rulesStep{
-			{at: 0, op: opTake, cost: 60, want: allow(0, 40, 36*time.Second, 36*time.Second)},
+			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
 			{at: 0, op: opCarry, to: 1, want: keyrate.Decision{Allowed: true, Remaining: math.MaxInt}},
 			// A window the unlimited policy lacked starts full.
-			{at: 0, op: opCarry, to: 0, want: allow(0, 100, 0, 0)},
+			{at: 0, op: opCarry, to: 0, want: stepAllow(0, 100, 0, 0)},
 		})
 	})
 }
