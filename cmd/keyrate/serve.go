@@ -42,6 +42,19 @@ fields; past the limit, 429 Too Many Requests with Retry-After. Bad flags
 print one line on stderr and exit with status 2; a server that cannot
 start exits with status 1.
 
+With -policies FILE and -tier-header NAME, each request is decided under
+the policy (tier) its NAME header names, such as a client's plan:
+
+	keyrate serve -policies tiers.txt -tier-header X-Plan &
+	curl -i -H 'X-Plan: pro' http://127.0.0.1:8080/
+
+A request without the header, or naming a tier the file lacks, gets the
+default policy. A client has one bucket whatever its tier: one that
+changes tier keeps the tokens it holds, up to the new tier's burst. (A
+real deployment would take the tier from a gateway that authenticates the
+client, never from the client itself.)
+
+` + policiesHelp + `
 Flags:
 `
 
@@ -58,6 +71,10 @@ type serveConfig struct {
 	trust  string // comma-separated CIDR ranges, for -key ip
 	legacy bool
 	clock  clock.Clock // the store's clock; nil is clock.System(), as from the command line
+	// policies is the file -policies read, nil without one; tierHeader
+	// names the header that picks a request's policy, "" for none.
+	policies   *policyFile
+	tierHeader string
 }
 
 // keyFlag is the value of -key: "ip", or "header:NAME".
@@ -99,6 +116,8 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 	fs.Var(&c.key, "key", "what keys a request: `ip` (the client address) or header:NAME (e.g. header:X-API-Key)")
 	fs.StringVar(&c.trust, "trust", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is honoured (with -key ip)")
 	fs.BoolVar(&c.legacy, "legacy", false, "also send X-RateLimit-Limit, -Remaining and -Reset")
+	policies := fs.String("policies", "", "a `file` of named policies (tiers), one window per line (see above)")
+	fs.StringVar(&c.tierHeader, "tier-header", "", "the request header `name` whose value picks the policy, e.g. X-Plan (with -policies)")
 	if err := parseFlags(fs, args, serveHelp, stdout); err != nil {
 		return c, err
 	}
@@ -114,13 +133,42 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 	if err := c.limit.Validate(); err != nil {
 		return c, err
 	}
+	if *policies == "" {
+		if c.tierHeader != "" {
+			return c, errors.New("-tier-header needs -policies")
+		}
+		return c, nil
+	}
+	f, err := readPolicies(*policies)
+	if err != nil {
+		return c, err
+	}
+	if i := f.find(keyrate.DefaultPolicy); i >= 0 {
+		var set []string
+		fs.Visit(func(fl *flag.Flag) {
+			if fl.Name == "rate" || fl.Name == "per" || fl.Name == "burst" {
+				set = append(set, "-"+fl.Name)
+			}
+		})
+		if len(set) > 0 {
+			return c, fmt.Errorf("%s:%d defines the default policy, which -rate, -per and -burst would set: drop %s", f.name, f.lines[i], strings.Join(set, ", "))
+		}
+	}
+	if names := f.names(); names != "" && c.tierHeader == "" {
+		return c, fmt.Errorf("%s defines %s, which only -tier-header can select", f.name, names)
+	}
+	c.policies = f
 	return c, nil
 }
 
 // handler returns the server's handler: "ok" behind the middleware, with
-// the store, key and limit of c. Its error is a usage error.
+// the store, key, limit and policies of c. Its error is a usage error.
 func (c serveConfig) handler() (http.Handler, error) {
-	limiter, err := replayStores[c.store].new(c.limit, keyrate.WithClock(c.clock))
+	kopts := []keyrate.Option{keyrate.WithClock(c.clock)}
+	if c.policies != nil {
+		kopts = append(kopts, keyrate.WithPolicies(c.policies.policies...))
+	}
+	limiter, err := replayStores[c.store].new(c.limit, kopts...)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +182,9 @@ func (c serveConfig) handler() (http.Handler, error) {
 	if c.legacy {
 		opts = append(opts, httplimit.WithLegacyHeaders())
 	}
+	if c.tierHeader != "" {
+		opts = append(opts, httplimit.TierByHeader(c.tierHeader))
+	}
 	mw, err := httplimit.New(limiter, opts...)
 	if err != nil {
 		return nil, err
@@ -146,7 +197,17 @@ func (c serveConfig) handler() (http.Handler, error) {
 
 // describe returns a one-line summary of c for the start-up message.
 func (c serveConfig) describe() string {
-	return fmt.Sprintf("%v, store %v, key %v", c.limit, &c.store, &c.key)
+	limit := c.limit.String()
+	if c.policies != nil {
+		if i := c.policies.find(keyrate.DefaultPolicy); i >= 0 {
+			limit = c.policies.policies[i].String()
+		}
+	}
+	s := fmt.Sprintf("%s, store %v, key %v", limit, &c.store, &c.key)
+	if names := c.policies.names(); names != "" {
+		s += fmt.Sprintf(", tiers %s by header %s", names, c.tierHeader)
+	}
+	return s
 }
 
 // serve serves h on ln until ctx is done, then shuts down: it stops

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,6 +35,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-trust", "10.0.0/8"}, `"10.0.0/8"`},
 		{[]string{"-trust", "10.0.0.0/8", "-key", "header:X-API-Key"}, "-trust applies only to -key ip"},
 		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"-tier-header", "X-Plan"}, "-tier-header needs -policies"},
+		{[]string{"-policies", "/nonexistent-keyrate-dir/tiers.txt"}, "open /nonexistent-keyrate-dir/tiers.txt: no such file or directory"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {
@@ -61,7 +64,8 @@ func TestServeHelp(t *testing.T) {
 	if code := runServe([]string{"-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("exit status %d, want 0", code)
 	}
-	for _, want := range []string{"usage: keyrate serve", "-addr host:port", `(default "127.0.0.1:8080")`, "-store name"} {
+	for _, want := range []string{"usage: keyrate serve", "-addr host:port", `(default "127.0.0.1:8080")`, "-store name",
+		"-policies file", "-tier-header name", "NAME RATE PER [BURST]", "NAME unlimited"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("help does not contain %q:\n%s", want, stdout.String())
 		}
@@ -104,6 +108,41 @@ func get(t *testing.T, client *http.Client, url string, hdr ...string) (int, htt
 	return resp.StatusCode, resp.Header
 }
 
+// startServe serves c's handler on a free loopback port, on a frozen
+// clock, and returns its URL, a client, and a function that shuts it down
+// through its context and checks that it stopped.
+func startServe(t *testing.T, c serveConfig) (string, *http.Client, func()) {
+	t.Helper()
+	// A frozen clock: the headers are exact whatever the time between
+	// requests on a busy machine.
+	c.clock = clock.NewManual(0)
+	handler, err := c.handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, ln, handler) }()
+	tr := &http.Transport{}
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String() + "/"
+	return url, client, func() {
+		t.Helper()
+		tr.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve returned %v after cancel, want nil", err)
+		}
+		if _, err := client.Get(url); err == nil {
+			t.Errorf("GET after shutdown succeeded, want a refused connection")
+		}
+	}
+}
+
 // TestServe runs the server on loopback for each store and key source, and
 // shuts it down through its context.
 func TestServe(t *testing.T) {
@@ -119,23 +158,8 @@ func TestServe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A frozen clock: the headers below are exact whatever the
-			// time between requests on a busy machine.
-			c.clock = clock.NewManual(0)
-			handler, err := c.handler()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- serve(ctx, ln, handler) }()
-			tr := &http.Transport{}
-			client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-			url := "http://" + ln.Addr().String() + "/"
+			url, client, stop := startServe(t, c)
+			defer stop()
 
 			var hdr []string
 			if c.key.header != "" {
@@ -166,14 +190,128 @@ func TestServe(t *testing.T) {
 					t.Errorf("second forwarded client: status %d, want 200", code)
 				}
 			}
+		})
+	}
+}
 
-			tr.CloseIdleConnections()
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("serve returned %v after cancel, want nil", err)
+// writeFile writes content to a file name in a fresh temporary directory
+// and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// tiersFile is the policies file of the tier tests.
+const tiersFile = `# name rate per burst
+pro  2 1s
+pro  5 1m
+ops  unlimited
+`
+
+// TestServeTiers runs the server with a policies file and the tier from a
+// header, for each store: each tier's fields, the default for a request
+// naming none or an unknown one, and none under an unlimited tier.
+func TestServeTiers(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	path := writeFile(t, "tiers.txt", tiersFile)
+	for _, store := range []string{"mutex", "striped", "atomic"} {
+		t.Run("store="+store, func(t *testing.T) {
+			args := []string{"-rate", "2", "-per", "1m", "-store", store, "-key", "header:X-API-Key", "-policies", path, "-tier-header", "X-Plan"}
+			c, err := parseServe(args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if _, err := client.Get(url); err == nil {
-				t.Errorf("GET after shutdown succeeded, want a refused connection")
+			if got, want := c.describe(), "2 per 1m0s, burst 2, store "+store+", key header:X-API-Key, tiers pro, ops by header X-Plan"; got != want {
+				t.Errorf("describe: %q, want %q", got, want)
+			}
+			url, client, stop := startServe(t, c)
+			defer stop()
+			const pro, def = `"pro-0";q=2;w=1, "pro-1";q=5;w=60`, `"default";q=2;w=60`
+			for i, s := range []struct {
+				key, tier                string
+				status                   int
+				policy, rateLimit, retry string
+			}{
+				{"alice", "pro", 200, pro, `"pro-0";r=1;t=1`, ""},
+				{"alice", "pro", 200, pro, `"pro-0";r=0;t=1`, ""},
+				{"alice", "pro", 429, pro, `"pro-0";r=0;t=1`, "1"},
+				{"bob", "", 200, def, `"default";r=1;t=30`, ""},
+				{"carol", "gold", 200, def, `"default";r=1;t=30`, ""}, // unknown: the default
+				{"dave", "ops", 200, "", "", ""},
+				{"dave", "ops", 200, "", "", ""},
+				{"dave", "ops", 200, "", "", ""},
+			} {
+				hdr := []string{"X-API-Key", s.key}
+				if s.tier != "" {
+					hdr = append(hdr, "X-Plan", s.tier)
+				}
+				code, h := get(t, client, url, hdr...)
+				if code != s.status || h.Get("RateLimit-Policy") != s.policy || h.Get("RateLimit") != s.rateLimit || h.Get("Retry-After") != s.retry {
+					t.Errorf("request %d (%s, tier %q): %d RateLimit-Policy %q RateLimit %q Retry-After %q, want %d %q %q %q",
+						i, s.key, s.tier, code, h.Get("RateLimit-Policy"), h.Get("RateLimit"), h.Get("Retry-After"),
+						s.status, s.policy, s.rateLimit, s.retry)
+				}
+			}
+		})
+	}
+}
+
+// TestServeDefaultPolicyFile: a file may replace the default policy, here
+// with two windows and no tiers.
+func TestServeDefaultPolicyFile(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	path := writeFile(t, "tiers.txt", "default 1 1s\ndefault 3 1m\n")
+	c, err := parseServe([]string{"-policies", path}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.describe(), `"default": 1 per 1s, burst 1; 3 per 1m0s, burst 3, store atomic, key ip`; got != want {
+		t.Errorf("describe: %q, want %q", got, want)
+	}
+	url, client, stop := startServe(t, c)
+	defer stop()
+	code, h := get(t, client, url)
+	if code != 200 || h.Get("RateLimit-Policy") != `"default-0";q=1;w=1, "default-1";q=3;w=60` || h.Get("RateLimit") != `"default-0";r=0;t=1` {
+		t.Errorf("%d RateLimit-Policy %q RateLimit %q", code, h.Get("RateLimit-Policy"), h.Get("RateLimit"))
+	}
+}
+
+// TestServePolicyErrors: a bad policies file, or flags that do not fit it,
+// is one line on stderr and exit status 2.
+func TestServePolicyErrors(t *testing.T) {
+	good := writeFile(t, "good.txt", tiersFile)
+	bad := writeFile(t, "bad.txt", "pro 2 1s\npro ten 1m\n")
+	withDefault := writeFile(t, "default.txt", "# the default\ndefault 5 1s\npro 10 1s\n")
+	empty := writeFile(t, "empty.txt", "\n# nothing\n")
+	tests := []struct {
+		args    []string
+		mention string
+	}{
+		{[]string{"-policies", bad, "-tier-header", "X-Plan"}, bad + `:2: rate "ten" is not a whole number`},
+		{[]string{"-policies", empty}, empty + ": no policies"},
+		{[]string{"-policies", good}, good + " defines pro, ops, which only -tier-header can select"},
+		{[]string{"-policies", withDefault, "-rate", "3", "-burst", "4", "-tier-header", "X-Plan"}, withDefault + ":2 defines the default policy, which -rate, -per and -burst would set: drop -burst, -rate"},
+		{[]string{"-policies", good, "-tier-header", "X Plan"}, `httplimit.TierByHeader("X Plan"): not a valid header field name`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			if code := runServe(tt.args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit status %d, want 2", code)
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\n") || !strings.HasPrefix(msg, "keyrate serve: ") {
+				t.Errorf("stderr %q, want one line starting %q", msg, "keyrate serve: ")
+			}
+			if !strings.Contains(msg, tt.mention) {
+				t.Errorf("stderr %q does not mention %s", msg, tt.mention)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout %q, want nothing", stdout.String())
 			}
 		})
 	}
