@@ -46,7 +46,8 @@
 //   - q is the Limit's Burst, the most a client can spend at once;
 //   - w is the Limit's FillTime in whole seconds, rounded up (at least 1):
 //     the time an empty bucket takes to refill q;
-//   - r is Decision.Remaining, the whole tokens left after this request;
+//   - r is Decision.Remaining, the whole tokens left after this request
+//     (in the window with the fewest, for a policy of several);
 //   - t is, on an allowed request, the time until the window is full again
 //     if nothing more is spent, in seconds rounded up (0 when it is full;
 //     Decision.ResetAfter for a one-window policy, WindowResetAfter for
@@ -84,8 +85,8 @@
 //
 // A denied request also gets Retry-After in delay-seconds: RetryAfter
 // rounded up to a whole second, so never 0 on a deny. WithLegacyHeaders adds
-// X-RateLimit-Limit (q), X-RateLimit-Remaining (r) and X-RateLimit-Reset (t,
-// in delay-seconds, not a Unix time).
+// X-RateLimit-Limit (q of the window RateLimit reports), X-RateLimit-Remaining
+// (r) and X-RateLimit-Reset (t, in delay-seconds, not a Unix time).
 //
 // Go's http.Header stores field names in canonical form, so the fields go on
 // the wire as Ratelimit-Policy and Ratelimit; HTTP field names are

@@ -138,7 +138,8 @@ func ExampleTierByHeader() {
 // Authentication middleware in front names the tier in the request's
 // context; it needs only ContextWithTier from this package.
 func ExampleTierByContext() {
-	limiter, err := atomicbucket.New(keyrate.PerMinute(1),
+	clk := clock.NewManual(0) // omit WithClock in production
+	limiter, err := atomicbucket.New(keyrate.PerMinute(1), keyrate.WithClock(clk),
 		keyrate.WithPolicies(keyrate.Unlimited("internal")))
 	if err != nil {
 		panic(err)
