@@ -63,6 +63,7 @@ func Markdown(w io.Writer, sets ...*Set) {
 	m.summary()
 	m.targets()
 	m.ratios()
+	m.policies()
 	m.charts()
 	m.nsTables()
 	m.allocs()
@@ -283,6 +284,44 @@ func (m *md) ratios() {
 	m.oversubNote()
 }
 
+// policies writes each policy row against its one-window row, measured in
+// the same run.
+func (m *md) policies() {
+	s := m.s
+	m.p("## Policies: what several windows and tiers cost\n")
+	rs := s.PolicyRatios()
+	if len(rs) == 0 {
+		m.p("Not measured: these results hold no policy rows (`store=<store>/policy=<policy>/wl=<workload>`, see bench/doc.go) beside their one-window rows.\n")
+		return
+	}
+	m.p("Each policy row against the one-window row of the same store, workload and core count, in this one run: `policy=%s` is every key under one policy of two windows (decided by Allow with no WithPolicyFunc), against the store under the first window alone; `policy=%s` is three one-window policies with a WithPolicyFunc choosing each key's, against the store under one limit (see bench/doc.go). Ratio of the median ns/op; in brackets, the ratios of the bounds of the two medians' 95%% intervals (the row's low ÷ the one-window row's high, and high ÷ low), which hold the ratio of the true medians with at least 90%% confidence. Test: the change from the one-window row and the p-value of a Mann-Whitney U test (benchmath.AssumeNothing); `~` means no significant difference at α = 0.05.\n",
+		twoWindows, threeTiers)
+	m.p("| store | policy | workload | cores | one window | policy | ratio [interval] | test | target |\n|---|---|---|---|---:|---:|---|---|---|")
+	for _, r := range rs {
+		one, _ := s.Median(allow(r.Base, r.Workload, r.Procs, unitNs))
+		row, _ := s.Median(allow(r.Row, r.Workload, r.Procs, unitNs))
+		target := ""
+		if t, ok := policyTargets[r.Policy]; ok && slices.Contains(t.workloads, r.Workload) {
+			switch {
+			case s.Oversubscribed(r.Procs):
+				target = "not counted (†)"
+			case r.Ratio > t.max:
+				target = fmt.Sprintf("≤ %g×: ✗ missed", t.max)
+			case r.Hi > t.max:
+				target = fmt.Sprintf("≤ %g×: ✓ met by the medians; the interval reaches past it", t.max)
+			default:
+				target = fmt.Sprintf("≤ %g×: ✓ met", t.max)
+			}
+		}
+		m.p("| `%s` | %s | %s | %s | %s | %s | %s | %s %s | %s |", r.Base, r.Policy, r.Workload, m.procsLabel(r.Procs),
+			fmtSummary(s, allow(r.Base, r.Workload, r.Procs, unitNs)), fmtSummary(s, allow(r.Row, r.Workload, r.Procs, unitNs)),
+			r, r.Test.FormatDelta(one, row), r.Test, target)
+	}
+	m.p("")
+	m.oversubNote()
+	m.p("The targets (see Targets) count core counts up to the machine's CPUs only.\n")
+}
+
 func (m *md) charts() {
 	m.p("## Throughput\n")
 	m.p("Calls per second over all goroutines (1/median ns/op), against GOMAXPROCS, one chart per workload.\n")
@@ -320,7 +359,7 @@ func (m *md) allocs() {
 	m.p("allocs/op and B/op, the largest median over the core counts. `churn` inserts a new key on every call, so it must allocate.\n")
 	m.p("| store | %s |", strings.Join(s.Workloads, " | "))
 	m.p("|---|%s", strings.Repeat("---:|", len(s.Workloads)))
-	for _, subj := range s.Subjects {
+	for _, subj := range slices.Concat(s.Subjects, s.PolicyRows) {
 		row := []string{"`" + subj + "`"}
 		for _, wl := range s.Workloads {
 			a, b, ok := -1.0, -1.0, false
@@ -407,7 +446,7 @@ func (m *md) deltas(base *Set) {
 	m.p("Before: `%s`%s; after: `%s`%s. Median ns/op, the change, and the p-value of a Mann-Whitney U test (benchmath.AssumeNothing); `~` means no significant difference at α = 0.05.\n",
 		base.Label, commitNote(base), s.Label, commitNote(s))
 	m.p("| store | workload | cores | before | after | delta | test |\n|---|---|---|---:|---:|---:|---|")
-	for _, subj := range s.Subjects {
+	for _, subj := range slices.Concat(s.Subjects, s.PolicyRows) {
 		for _, wl := range s.Workloads {
 			for _, p := range s.Procs {
 				c := allow(subj, wl, p, unitNs)

@@ -49,8 +49,11 @@ func redisLines(op string, clients, n int, ns, p50, p99 float64) string {
 // fixture builds a result set in which every target is met except the
 // ones named in miss: "atomic-floor" (atomic at 1.5× floor on hotkey at
 // -cpu 2), "allocs" (striped allocates on uniform-1k), "storm" (atomic
-// slower at -cpu 2 than at -cpu 1) and "redis" (Allow's p50 1.5× an empty
-// EVALSHA's at 50 clients); "no-redis" leaves BenchmarkRedis out.
+// slower at -cpu 2 than at -cpu 1), "redis" (Allow's p50 1.5× an empty
+// EVALSHA's at 50 clients), "2windows" (mutex under two windows 1.8× its
+// one-window row on hotkey at -cpu 2) and "3tiers" (striped with three
+// tiers 1.2× its one-limit row at -cpu 1); "no-redis" leaves
+// BenchmarkRedis out, "no-policies" the policy rows.
 func fixture(t *testing.T, miss ...string) *Set {
 	t.Helper()
 	var b strings.Builder
@@ -73,6 +76,24 @@ func fixture(t *testing.T, miss ...string) *Set {
 					allocs = 1
 				}
 				b.WriteString(lines("store="+st+"/wl="+wl, p, 10, v, allocs))
+			}
+		}
+	}
+	if !slices.Contains(miss, "no-policies") {
+		for _, st := range []string{"mutex", "striped", "atomic"} {
+			for _, p := range []int{1, 2, 4} {
+				for _, wl := range []string{"hotkey", "uniform-1k"} {
+					v := ns[st] * 1.3
+					if st == "mutex" && wl == "hotkey" && p == 2 && slices.Contains(miss, "2windows") {
+						v = ns[st] * 1.8
+					}
+					b.WriteString(lines("store="+st+"/policy=2windows/wl="+wl, p, 10, v, 0))
+				}
+				v := ns[st] * 1.05
+				if st == "striped" && p == 1 && slices.Contains(miss, "3tiers") {
+					v = ns[st] * 1.2
+				}
+				b.WriteString(lines("store="+st+"/policy=3tiers/wl=uniform-1k", p, 10, v, 0))
 			}
 		}
 	}
@@ -149,7 +170,7 @@ func TestTargetsAllMet(t *testing.T) {
 }
 
 func TestTargetsMissed(t *testing.T) {
-	vs := Targets(fixture(t, "atomic-floor", "allocs", "storm", "redis"))
+	vs := Targets(fixture(t, "atomic-floor", "allocs", "storm", "redis", "2windows", "3tiers"))
 	got := map[string][]string{}
 	for _, v := range vs {
 		if !v.Met {
@@ -161,10 +182,12 @@ func TestTargetsMissed(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		vs[0].Target: {"✗ striped: at most 1 allocs/op (worst: uniform-1k -cpu 1)"},
-		vs[1].Target: {"✗ hotkey -cpu 2: 1.48×"},
-		vs[7].Target: {"✗ -cpu 1: 94.5 ns/op, -cpu 2: 154.5 ns/op (1.63×)"},
-		vs[8].Target: {"✗ clients=50: 150.0 µs vs 100.0 µs (1.50×)"},
+		vs[0].Target:  {"✗ striped: at most 1 allocs/op (worst: uniform-1k -cpu 1)"},
+		vs[1].Target:  {"✗ hotkey -cpu 2: 1.48×"},
+		vs[7].Target:  {"✗ -cpu 1: 94.5 ns/op, -cpu 2: 154.5 ns/op (1.63×)"},
+		vs[8].Target:  {"✗ clients=50: 150.0 µs vs 100.0 µs (1.50×)"},
+		vs[9].Target:  {"✗ mutex hotkey -cpu 2: 1.78× [1.72–1.84×]"},
+		vs[10].Target: {"✗ striped uniform-1k -cpu 1: 1.19× [1.14–1.25×]"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("missed figures:\n got %q\nwant %q", got, want)
@@ -207,7 +230,7 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 		"Fastest at -cpu 2, by workload count: `atomic` on 6 of 6 workloads.",
 		"Leanest in memory: `striped`, 60.0 B/key with a million 16-byte keys.",
 		"In short: `atomic` where time per call matters most, `striped` where memory per key does.",
-		"Checked by the generator on these results: 9 of 9 met.",
+		"Checked by the generator on these results: 11 of 11 met.",
 		"### -cpu 4 †",
 		"† GOMAXPROCS above the machine's 2 CPUs: oversubscribed, goroutines share cores.",
 		"| hotkey | 1.48× floor / 0.38× xrate | 1.38× floor / 0.36× xrate | 1.10× floor / 0.28× xrate |",
@@ -275,7 +298,7 @@ func TestMarkdownRedis(t *testing.T) {
 		"| 1 | 50000 | 20000 | 110.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.10× |",
 		"| 50 | 50000 | 20000 | 150.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.50× |",
 		"| redisbucket Allow within 1.2× of an empty EVALSHA (p50, every client count) | **missed** | ✓ clients=1: 110.0 µs vs 100.0 µs (1.10×)<br>✓ clients=8: 110.0 µs vs 100.0 µs (1.10×)<br>✗ clients=50: 150.0 µs vs 100.0 µs (1.50×) |",
-		"Checked by the generator on these results: 8 of 9 met.",
+		"Checked by the generator on these results: 10 of 11 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -288,7 +311,7 @@ func TestMarkdownRedis(t *testing.T) {
 	for _, want := range []string{
 		"## Redis: the price of going distributed\n\nNot measured: these results hold no BenchmarkRedis",
 		"| redisbucket Allow within 1.2× of an empty EVALSHA (p50, every client count) | not measured | ? BenchmarkRedis (no redis-server on PATH?): not measured |",
-		"Checked by the generator on these results: 8 of 9 met.",
+		"Checked by the generator on these results: 10 of 11 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report without Redis lacks %q", want)
@@ -339,5 +362,107 @@ func TestWriteFiles(t *testing.T) {
 	}
 	if err := Write(dir); err == nil {
 		t.Error("Write with no sets succeeded")
+	}
+}
+
+func TestReadPolicyRows(t *testing.T) {
+	s := fixture(t)
+	if got, want := fmt.Sprint(s.Subjects), "[mutex striped atomic floor xrate]"; got != want {
+		t.Errorf("Subjects = %s, want %s (no policy rows)", got, want)
+	}
+	want := "[mutex/policy=2windows mutex/policy=3tiers striped/policy=2windows striped/policy=3tiers atomic/policy=2windows atomic/policy=3tiers]"
+	if got := fmt.Sprint(s.PolicyRows); got != want {
+		t.Errorf("PolicyRows = %s, want %s", got, want)
+	}
+	for subject, want := range map[string]string{
+		"atomic/policy=2windows":              "atomic 2windows true",
+		"atomic/clock=coarse/policy=3tiers":   "atomic/clock=coarse 3tiers true",
+		"atomic/policy=3tiers/clock=coarse":   "atomic/clock=coarse 3tiers true",
+		"atomic/clock=coarse":                 "  false",
+		"striped/keys=hashed/policy=2windows": "striped/keys=hashed 2windows true",
+	} {
+		base, policy, ok := policyOf(subject)
+		if got := fmt.Sprint(base, " ", policy, " ", ok); got != want {
+			t.Errorf("policyOf(%q) = %s, want %s", subject, got, want)
+		}
+	}
+}
+
+func TestPolicyRatios(t *testing.T) {
+	s := fixture(t, "2windows")
+	rs := s.PolicyRatios()
+	if len(rs) != 3*3*3 { // 3 stores × (2 + 1 workloads) × 3 core counts
+		t.Fatalf("%d ratios, want 27", len(rs))
+	}
+	r := rs[1] // mutex 2windows hotkey -cpu 2
+	if got, want := fmt.Sprint(r.Row, r.Base, r.Policy, r.Workload, r.Procs), "mutex/policy=2windowsmutex2windowshotkey2"; got != want {
+		t.Errorf("rs[1] is %s, want %s", got, want)
+	}
+	if got, want := r.String(), "1.78× [1.72–1.84×]"; got != want {
+		t.Errorf("rs[1] = %s, want %s", got, want)
+	}
+	if r.Test.P >= r.Test.Alpha {
+		t.Errorf("rs[1]: p = %g, want significant", r.Test.P)
+	}
+
+	// Under six runs a median has no 95% interval: the ratio says so.
+	few, err := Read(strings.NewReader(lines("store=atomic/wl=hotkey", 1, 3, 100, 0)+
+		lines("store=atomic/policy=2windows/wl=hotkey", 1, 3, 130, 0)), "few")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs = few.PolicyRatios()
+	if len(rs) != 1 || rs[0].String() != "1.30× [interval: too few runs]" {
+		t.Errorf("ratios of a 3-run set = %v, want one, 1.30× [interval: too few runs]", rs)
+	}
+}
+
+func TestMarkdownPolicies(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t, "2windows", "3tiers"))
+	md := buf.String()
+	for _, want := range []string{
+		"## Policies: what several windows and tiers cost",
+		"| `mutex` | 2windows | hotkey | -cpu 2 | 154.5 ±2% | 274.5 ±1% | 1.78× [1.72–1.84×] | +77.67% p=0.000 n=10 | ≤ 1.6×: ✗ missed |",
+		"| `mutex` | 2windows | hotkey | -cpu 4 † | 154.5 ±2% | 199.5 ±2% | 1.29× [1.24–1.34×] | +29.13% p=0.000 n=10 | not counted (†) |",
+		"| `striped` | 3tiers | uniform-1k | -cpu 2 | 144.5 ±2% | 151.5 ±2% | 1.05× [1.00–1.10×] | +4.84% p=0.000 n=10 | ≤ 1.1×: ✓ met |",
+		"| `atomic` | 3tiers | uniform-1k | -cpu 1 | 114.5 ±3% | 120.0 ±3% | 1.05× [0.99–1.11×] | +4.80% p=0.002 n=10 | ≤ 1.1×: ✓ met by the medians; the interval reaches past it |",
+		"✓ atomic uniform-1k -cpu 2: 1.05× [0.99–1.11×]; the interval reaches past the target",
+		"✓ atomic/policy=3tiers: at most 0 allocs/op (worst: uniform-1k -cpu 1)",
+		"| `atomic/policy=3tiers` | — | — | 0 (0 B) |",
+		"Checked by the generator on these results: 9 of 11 met.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The ns/op tables are of the one-window subjects: a policy row's
+	// figures are in its own section, against its one-window row.
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "| `atomic/policy=2windows` | ") && strings.Contains(line, "±") {
+			t.Errorf("an ns/op table holds a policy row: %s", line)
+		}
+	}
+
+	buf.Reset()
+	Markdown(&buf, fixture(t, "no-policies"))
+	md = buf.String()
+	for _, want := range []string{
+		"## Policies: what several windows and tiers cost\n\nNot measured: these results hold no policy rows",
+		"| not measured | ? policy=2windows rows and their one-window rows on hotkey, uniform-1k: not measured |",
+		"| not measured | ? policy=3tiers rows and their one-window rows on uniform-1k: not measured |",
+		"Checked by the generator on these results: 9 of 11 met.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report without policy rows lacks %q", want)
+		}
+	}
+}
+
+func TestMarkdownDeltasPolicyRows(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t), fixture(t, "2windows"))
+	if want := "| `mutex/policy=2windows` | hotkey | 2 | 199.5 | 274.5 | +37.59% | p=0.000 n=10 |"; !strings.Contains(buf.String(), want) {
+		t.Errorf("report lacks %q", want)
 	}
 }

@@ -1,10 +1,11 @@
 // Package report turns the raw output of keyrate's benchmarks (package
 // bench) into the comparison report: a markdown page with SVG charts of
 // throughput, tables of medians with their 95% intervals, each store's
-// ratio to the floor and x/time/rate baselines, allocations, memory and GC
-// time, the performance targets checked one by one, and a summary of which
-// store to pick for which workload, all generated from the numbers. Given a
-// second result set it adds before/after deltas with p-values.
+// ratio to the floor and x/time/rate baselines, each policy row's ratio to
+// its one-window row (with an interval and a p-value), allocations, memory
+// and GC time, the performance targets checked one by one, and a summary of
+// which store to pick for which workload, all generated from the numbers.
+// Given a second result set it adds before/after deltas with p-values.
 //
 // It reads results with golang.org/x/perf (benchfmt to parse, benchproc to
 // project each value onto its cell, benchmath for medians, intervals and
@@ -76,9 +77,16 @@ type Set struct {
 	// Machine is the contents of machine.txt, in order; empty if absent.
 	Machine []Fact
 	// Subjects, Workloads and Procs list the values found, subjects and
-	// workloads in first-seen order, procs ascending.
+	// workloads in first-seen order, procs ascending. Subjects holds no
+	// policy row.
 	Subjects, Workloads []string
 	Procs               []int
+
+	// PolicyRows lists the subjects whose names carry a policy= part
+	// ("atomic/policy=2windows"), in first-seen order: a store under a
+	// policy, run on a few workloads beside its one-window subject (see
+	// policyOf).
+	PolicyRows []string
 
 	// RedisClients lists the client goroutine counts BenchmarkRedis ran
 	// at, ascending; empty when the set has no Redis results.
@@ -218,7 +226,11 @@ func Read(r io.Reader, label string) (*Set, error) {
 			s.values[c] = append(s.values[c], v.Value)
 			if !seenSubj[c.Subject] {
 				seenSubj[c.Subject] = true
-				s.Subjects = append(s.Subjects, c.Subject)
+				if _, _, ok := policyOf(c.Subject); ok {
+					s.PolicyRows = append(s.PolicyRows, c.Subject)
+				} else {
+					s.Subjects = append(s.Subjects, c.Subject)
+				}
 			}
 			if c.Workload != "" && !seenWl[c.Workload] {
 				seenWl[c.Workload] = true
@@ -262,6 +274,20 @@ func subjectOf(parts [][]byte) string {
 		}
 	}
 	return strings.Join(append([]string{store}, variant...), "/")
+}
+
+// policyOf splits a policy row's subject ("atomic/policy=2windows") into
+// the subject it is measured against, the same without the policy= part
+// ("atomic"), and the policy ("2windows"); ok is false for a subject with
+// no policy= part.
+func policyOf(subject string) (base, policy string, ok bool) {
+	parts := strings.Split(subject, "/")
+	for i, p := range parts {
+		if v, found := strings.CutPrefix(p, "policy="); found {
+			return strings.Join(slices.Delete(parts, i, i+1), "/"), v, true
+		}
+	}
+	return "", "", false
 }
 
 // redisName returns the op= and clients= values of a BenchmarkRedis

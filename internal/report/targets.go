@@ -2,7 +2,11 @@ package report
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
+
+	"golang.org/x/perf/benchmath"
 )
 
 // Verdict is the outcome of checking one performance target against a
@@ -30,7 +34,28 @@ const (
 	everyBytesMax     = 100.0
 	leanestGCMillisMx = 10.0
 	redisEmptyMax     = 1.2 // redisbucket Allow's p50 ÷ an empty EVALSHA's, at most
+	twoWindowsMax     = 1.6 // a store under two windows ÷ the same under one (ns/op), at most
+	threeTiersMax     = 1.1 // a store with three tiers ÷ the same with one limit (ns/op), at most
 )
+
+// The policy rows the targets speak of (policy= values, see package bench).
+const (
+	twoWindows = "2windows"
+	threeTiers = "3tiers"
+)
+
+// policyTarget is the most a policy row's ns/op may be, as a multiple of
+// its one-window subject's, and the workloads the target covers.
+type policyTarget struct {
+	max       float64
+	workloads []string
+}
+
+// policyTargets holds the target of each policy the issue set one for.
+var policyTargets = map[string]policyTarget{
+	twoWindows: {twoWindowsMax, []string{"hotkey", "uniform-1k"}},
+	threeTiers: {threeTiersMax, []string{"uniform-1k"}},
+}
 
 // Workload groups the targets speak of.
 var (
@@ -52,6 +77,8 @@ func Targets(s *Set) []Verdict {
 		s.memory(),
 		s.noRetryStorm(),
 		s.redisOverhead(),
+		s.policyOverhead(twoWindows, "two windows", "one window"),
+		s.policyOverhead(threeTiers, "three tiers (WithPolicyFunc)", "one limit"),
 	}
 }
 
@@ -118,6 +145,20 @@ func (s *Set) zeroAllocs() Verdict {
 			}
 		}
 		c.add(worst == 0, "%s: at most %g allocs/op (worst: %s)", st, worst, where)
+	}
+	// A policy row runs on a few workloads only: those it has.
+	for _, row := range s.PolicyRows {
+		worst, where := 0.0, ""
+		for _, wl := range s.Workloads {
+			for _, p := range s.Procs {
+				if m, ok := s.Median(allow(row, wl, p, unitAllocs)); ok && (m > worst || where == "") {
+					worst, where = max(worst, m), fmt.Sprintf("%s -cpu %d", wl, p)
+				}
+			}
+		}
+		if where != "" {
+			c.add(worst == 0, "%s: at most %g allocs/op (worst: %s)", row, worst, where)
+		}
 	}
 	return c.done()
 }
@@ -237,6 +278,86 @@ func (s *Set) redisOverhead() Verdict {
 			continue
 		}
 		c.add(a/e <= redisEmptyMax, "clients=%d: %.1f µs vs %.1f µs (%.2f×)", n, a/1e3, e/1e3, a/e)
+	}
+	return c.done()
+}
+
+// PolicyRatio is a policy row's ns/op against its one-window subject's on
+// one workload at one core count, both measured in one run.
+type PolicyRatio struct {
+	Row, Base, Policy, Workload string
+	Procs                       int
+	// Ratio is the ratio of the medians; Lo and Hi bound it by the ratios
+	// of the bounds of the two medians' 95% intervals (Lo = row's low ÷
+	// base's high), an interval that holds the ratio of the true medians
+	// with at least 90% confidence; ±Inf where a sample is too small for
+	// an interval.
+	Ratio, Lo, Hi float64
+	// Test is the Mann-Whitney U test of the two samples.
+	Test benchmath.Comparison
+}
+
+// PolicyRatios returns the ratio of every policy row to its one-window
+// subject on each workload and core count where both were measured, in
+// the order of PolicyRows, Workloads and Procs.
+func (s *Set) PolicyRatios() []PolicyRatio {
+	var out []PolicyRatio
+	for _, row := range s.PolicyRows {
+		base, policy, _ := policyOf(row)
+		for _, wl := range s.Workloads {
+			for _, p := range s.Procs {
+				num, den := allow(row, wl, p, unitNs), allow(base, wl, p, unitNs)
+				n, ok1 := s.Summary(num)
+				d, ok2 := s.Summary(den)
+				if !ok1 || !ok2 || d.Center == 0 {
+					continue
+				}
+				lo, hi := math.Inf(-1), math.Inf(1)
+				if !math.IsInf(n.Lo, 0) && !math.IsInf(d.Hi, 0) && d.Hi > 0 {
+					lo = n.Lo / d.Hi
+				}
+				if !math.IsInf(n.Hi, 0) && !math.IsInf(d.Lo, 0) && d.Lo > 0 {
+					hi = n.Hi / d.Lo
+				}
+				out = append(out, PolicyRatio{
+					Row: row, Base: base, Policy: policy, Workload: wl, Procs: p,
+					Ratio: n.Center / d.Center, Lo: lo, Hi: hi,
+					Test: benchmath.AssumeNothing.Compare(s.Sample(den), s.Sample(num)),
+				})
+			}
+		}
+	}
+	return out
+}
+
+// String is "1.32× [1.20–1.45×]", or "1.32× [interval: too few runs]".
+func (r PolicyRatio) String() string {
+	if math.IsInf(r.Lo, 0) || math.IsInf(r.Hi, 0) {
+		return fmt.Sprintf("%.2f× [interval: too few runs]", r.Ratio)
+	}
+	return fmt.Sprintf("%.2f× [%.2f–%.2f×]", r.Ratio, r.Lo, r.Hi)
+}
+
+// policyOverhead: every store's policy row at most policyTargets[policy].max
+// times its one-window subject (ns/op) on the target's workloads, at every
+// core count up to the CPUs.
+func (s *Set) policyOverhead(policy, what, base string) Verdict {
+	t := policyTargets[policy]
+	c := newCheck(fmt.Sprintf("%s ≤ %g× %s (ns/op, every store, policy=%s ÷ its one-window row) on %s (every core count up to the CPUs); in brackets, bounds from the two medians' 95%% intervals",
+		what, t.max, base, policy, strings.Join(t.workloads, ", ")))
+	fit := s.fitProcs()
+	for _, r := range s.PolicyRatios() {
+		if r.Policy != policy || !slices.Contains(t.workloads, r.Workload) || !slices.Contains(fit, r.Procs) {
+			continue
+		}
+		note := ""
+		if r.Ratio <= t.max && r.Hi > t.max {
+			note = "; the interval reaches past the target"
+		}
+		c.add(r.Ratio <= t.max, "%s %s -cpu %d: %s%s", r.Base, r.Workload, r.Procs, r, note)
+	}
+	if len(c.v.Figures) == 0 {
+		c.missing(fmt.Sprintf("policy=%s rows and their one-window rows on %s", policy, strings.Join(t.workloads, ", ")))
 	}
 	return c.done()
 }
