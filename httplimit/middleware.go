@@ -208,39 +208,42 @@ func (m *middleware) fieldsFor(d *keyrate.Decision, w int, slot *policySlot) *po
 			return p
 		}
 	}
-	p := m.buildFields(d, w)
-	if slot != nil {
+	p, ok := m.buildFields(d, w)
+	if slot != nil && ok {
 		slot.fields.Store(p)
 	}
 	return p
 }
 
 // buildFields builds the header fields for the policy of d, whose window
-// is w: every window of the policy as the limiter lists it now, with d's
-// Limit for window w (so that the fields match d even if the policy
-// changed again since d was made). For a plain Limiter, or a policy the
-// limiter does not list, the fields describe window w alone.
-func (m *middleware) buildFields(d *keyrate.Decision, w int) *policyFields {
+// is w: every window of the policy as the limiter lists it now. It reports
+// whether the fields may be cached: not if the policy changed again since
+// d was made (the listed window w is not d's Limit), for then they are a
+// mix of two versions; the fields then describe window w alone, as they
+// do for a plain Limiter or a policy the limiter does not list.
+func (m *middleware) buildFields(d *keyrate.Decision, w int) (*policyFields, bool) {
 	name := d.Policy
 	if name == "" || name == keyrate.DefaultPolicy || m.policies == nil {
 		name = m.policyName
 	}
-	var limits []keyrate.Limit
 	if m.policies != nil {
 		want := d.Policy
 		if want == "" {
 			want = keyrate.DefaultPolicy
 		}
 		for _, p := range m.policies.Policies() {
-			if p.Name == want && w < len(p.Limits) {
-				limits = slices.Clone(p.Limits)
-				break
+			if p.Name != want {
+				continue
 			}
+			if w < len(p.Limits) && p.Limits[w] == d.Limit {
+				return newPolicyFields(name, d.Policy, slices.Clone(p.Limits)), true
+			}
+			limits := make([]keyrate.Limit, max(w+1, len(p.Limits)))
+			limits[w] = d.Limit
+			return newPolicyFields(name, d.Policy, limits), false
 		}
 	}
-	if limits == nil {
-		limits = make([]keyrate.Limit, w+1)
-	}
+	limits := make([]keyrate.Limit, w+1)
 	limits[w] = d.Limit
-	return newPolicyFields(name, d.Policy, limits)
+	return newPolicyFields(name, d.Policy, limits), true
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -442,4 +443,119 @@ func TestTierAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations a request, want at most %v (%v without a tier option)", c.name, got, base+c.extra, base)
 		}
 	}
+}
+
+// TestSetPolicyConcurrent changes a tier's policy back and forth while
+// clients use it: under the race detector, the cached fields are shared
+// safely, and every response's RateLimit names an item of its own
+// RateLimit-Policy; once the changes stop, the fields are the last
+// version's.
+func TestSetPolicyConcurrent(t *testing.T) {
+	const clients, requests, changes = 4, 200, 100
+	versions := []keyrate.Policy{
+		{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(1000), keyrate.PerHour(100_000)}},
+		{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2000)}},
+	}
+	forEachStore(t, keyrate.PerMinute(1), []keyrate.Option{keyrate.WithPolicies(versions[0])}, func(t *testing.T, lim keyrate.PolicyLimiter, clk *clock.Manual) {
+		mw, err := New(lim, TierByHeader("X-Plan"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(okHandler)
+		serve := func(client int) (policy, rateLimit string) {
+			req := httptest.NewRequest("GET", "/", nil)
+			req.RemoteAddr = fmt.Sprintf("192.0.2.%d:1234", client+1)
+			req.Header.Set("X-Plan", "pro")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit")
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan string, clients)
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range requests {
+					policy, rl := serve(c)
+					item, _, _ := strings.Cut(rl, ";r=")
+					if !strings.Contains(policy, item+";q=") {
+						errs <- fmt.Sprintf("RateLimit %q names no item of RateLimit-Policy %q", rl, policy)
+						return
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range changes {
+				if err := lim.SetPolicy(versions[(i+1)%2]); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+		close(start)
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		// changes is even: the last version set is versions[0].
+		if policy, rl := serve(clients); policy != `"pro-0";q=1000;w=1, "pro-1";q=100000;w=3600` || !strings.HasPrefix(rl, `"pro-0";r=`) {
+			t.Errorf("after the changes: RateLimit-Policy %q RateLimit %q, want the first version's", policy, rl)
+		}
+	})
+}
+
+// changingLimiter is a PolicyLimiter whose AllowTier runs a hook after it
+// decides: a policy change landing between a decision and the fields the
+// middleware builds for it.
+type changingLimiter struct {
+	keyrate.PolicyLimiter
+	after func()
+}
+
+func (l changingLimiter) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
+	d, err := l.PolicyLimiter.AllowTier(key, tier, cost)
+	l.after()
+	return d, err
+}
+
+// TestFieldsAcrossChange: fields built while the policy changes under a
+// decision mix two versions, and are not cached: when the policy changes
+// back, the next request gets the whole policy, not the mix.
+func TestFieldsAcrossChange(t *testing.T) {
+	v0 := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(1000), keyrate.PerHour(100_000)}}
+	v1 := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2000)}}
+	forEachStore(t, keyrate.PerMinute(1), []keyrate.Option{keyrate.WithPolicies(v0)}, func(t *testing.T, lim keyrate.PolicyLimiter, clk *clock.Manual) {
+		next := v1
+		mw, err := New(changingLimiter{lim, func() {
+			if err := lim.SetPolicy(next); err != nil {
+				t.Error(err)
+			}
+		}}, TierByHeader("X-Plan"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(okHandler)
+		serve := func() string {
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("X-Plan", "pro")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.Header().Get("RateLimit-Policy")
+		}
+		serve() // decided under v0, its fields built under v1
+		if err := lim.SetPolicy(v0); err != nil {
+			t.Fatal(err)
+		}
+		next = v0
+		if got, want := serve(), `"pro-0";q=1000;w=1, "pro-1";q=100000;w=3600`; got != want {
+			t.Errorf("RateLimit-Policy %q after the change back, want %q", got, want)
+		}
+	})
 }
