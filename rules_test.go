@@ -1102,47 +1102,107 @@ func TestRulesCarryRounding(t *testing.T) {
 	}
 }
 
-// TestRulesCarryMintsNothing: at a frozen clock no sequence of policy
-// changes admits a key more, in total, than the largest Burst among its
-// policies, which is what a full bucket under that policy would admit:
-// carrying a key's state over must not refill it.
+// TestRulesCarryMintsNothing: a key whose policy changes is admitted, over
+// a run of length T from a full bucket, at most the largest Burst of its
+// policies' first windows plus their largest rate times T, as if it had
+// been under the most generous of them all along: carrying window 0's
+// state over to another policy must not refill it. (keyrate.Policy's
+// bound, Burst + Rate·T/Per, is for a key that stays under one policy; and
+// a window i > 0 that a policy lacks starts full under the next, so only
+// window 0, which every policy has, bounds a key that changes policy.) A
+// client can make its key change policy with every request where the
+// policy is chosen per request (AllowTier, WithPolicyFunc on request
+// attributes), so this is a bound an attacker can probe.
 func TestRulesCarryMintsNothing(t *testing.T) {
-	t.Skip("bug: Carry caps a window's tokens at the new Burst, which leaves a window that held at least that Burst full, " +
-		"and a full window stays full when carried back: alternating 1000/min and 10/min admits 990 more each round trip at one instant")
-	browse := keyrate.Policy{Name: "browse", Limits: []keyrate.Limit{keyrate.PerMinute(1000)}}
-	search := keyrate.Policy{Name: "search", Limits: []keyrate.Limit{keyrate.PerMinute(10)}}
-	clk := clock.NewManual(time.Hour)
-	var pool []*keyrate.Rules
-	for _, p := range []keyrate.Policy{browse, search} {
-		rs, err := keyrate.NewRules(p, clk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool = append(pool, rs)
+	t.Skip("bug: Carry caps a window's tokens at the new Burst, leaving a window that held at least that Burst full, " +
+		"and a full window stays full when carried back: alternating 1000/min and 10/min admits 990 more each round trip")
+	policies := []keyrate.Policy{
+		{Name: "browse", Limits: []keyrate.Limit{keyrate.PerMinute(1000)}},
+		{Name: "search", Limits: []keyrate.Limit{keyrate.PerMinute(10)}},
+		{Name: "burst", Limits: []keyrate.Limit{keyrate.PerSecond(2).WithBurst(300)}},
+		{Name: "two", Limits: []keyrate.Limit{keyrate.PerSecond(5).WithBurst(50), keyrate.PerHour(2000)}},
 	}
-	now := clk.Now()
-	rs, s := pool[0], []keyrate.State{0}
-	admitted := 0
-	var log []string
-	// A client whose requests alternate between a browse tier and a
-	// search tier on one key (AllowTier per request), spending under
-	// browse all but search's Burst, so that the cap at that Burst leaves
-	// its search window full.
-	for i := range 20 {
-		to := pool[i%2]
-		into := make([]keyrate.State, 1)
-		to.Carry(rs, s, now, into)
-		rs, s = to, into
-		if n := rs.Peek(s, now).Remaining - 10; rs == pool[0] && n > 0 {
-			if rs.Take(s, now, n) >= 0 {
-				t.Fatalf("Take(cost %d) denied after Peek reported %d remaining", n, n)
+	maxBurst, maxRate := 0, new(big.Rat) // over the policies' windows 0
+	for _, p := range policies {
+		l := p.Limits[0]
+		maxBurst = max(maxBurst, l.Burst)
+		if r := big.NewRat(int64(l.Rate), int64(l.Per)); r.Cmp(maxRate) > 0 {
+			maxRate = r
+		}
+	}
+	// run replays moves from a full bucket under policies[0]: each moves
+	// the key to a policy, steps the clock and spends, checking the bound
+	// after every spend.
+	type move struct {
+		to    int
+		step  time.Duration
+		spare int // spend all but spare tokens, if that many are left
+	}
+	run := func(name string, moves []move) bool {
+		t.Helper()
+		clk := clock.NewManual(time.Hour)
+		var pool []*keyrate.Rules
+		for _, p := range policies {
+			rs, err := keyrate.NewRules(p, clk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool = append(pool, rs)
+		}
+		start := clk.Now()
+		rs, s := pool[0], make([]keyrate.State, pool[0].Len())
+		admitted := 0
+		var log []string
+		for _, m := range moves {
+			now := clk.Advance(m.step)
+			into := make([]keyrate.State, pool[m.to].Len())
+			pool[m.to].Carry(rs, s, now, into)
+			rs, s = pool[m.to], into
+			n := rs.Peek(s, now).Remaining - m.spare
+			if n <= 0 {
+				continue
+			}
+			if err := rs.CheckCost(n); err != nil || rs.Take(s, now, n) >= 0 {
+				t.Fatalf("%s: Take(cost %d) under %s denied (%v) after Peek reported %d and more remaining", name, n, rs.Name(), err, n)
 			}
 			admitted += n
-			log = append(log, fmt.Sprintf("%s: %d", rs.Name(), n))
+			log = append(log, fmt.Sprintf("+%v %s: %d", now-start, rs.Name(), n))
+			bound := new(big.Rat).Add(ratInt(int64(maxBurst)), new(big.Rat).Mul(maxRate, ratInt(int64(now-start))))
+			if ratInt(int64(admitted)).Cmp(bound) > 0 {
+				t.Errorf("%s: over %v a key moving between policies was admitted %d, above %d + %v: %s",
+					name, now-start, admitted, maxBurst, new(big.Rat).Sub(bound, ratInt(int64(maxBurst))).FloatString(3),
+					strings.Join(log[max(0, len(log)-12):], ", "))
+				return false
+			}
 		}
+		return true
 	}
-	if admitted > 1000 {
-		t.Errorf("at one instant a key alternating between %v and %v was admitted %d, above the larger Burst of 1000: %s",
-			browse, search, admitted, strings.Join(log, ", "))
+	// browse spends all but search's Burst of 10; search, capped at its
+	// Burst, is full; browse again, carried from a full window, is full.
+	var moves []move
+	for range 10 {
+		moves = append(moves, move{to: 0, step: time.Nanosecond, spare: 10}, move{to: 1, step: time.Nanosecond, spare: 1 << 30})
+	}
+	run("browse and search", moves)
+
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := range 200 {
+		moves = moves[:0]
+		for range 40 {
+			m := move{to: rng.IntN(len(policies)), step: time.Duration(rng.Int64N(int64(100 * ms)))}
+			switch rng.IntN(3) {
+			case 0:
+				m.spare = 0
+			case 1:
+				m.spare = rng.IntN(50)
+			default: // what another policy's window can hold
+				p := policies[rng.IntN(len(policies))]
+				m.spare = p.Limits[rng.IntN(len(p.Limits))].Burst
+			}
+			moves = append(moves, m)
+		}
+		if !run(fmt.Sprint("random ", i), moves) {
+			break
+		}
 	}
 }
