@@ -751,7 +751,7 @@ func TestRulesBound(t *testing.T) {
 	}
 }
 
-// fmtOp describes a step of a step table.
+// stepOp is the operation of a step of a step table.
 type stepOp int
 
 const (
