@@ -625,7 +625,7 @@ func randomBytes(seed uint64, n int) []byte {
 func TestRulesReference(t *testing.T) {
 	runs, size := 60, 3000
 	if racetest.Enabled || testing.Short() {
-		runs = 20
+		runs = 10
 	}
 	var total refStats
 	for seed := range runs {
@@ -669,7 +669,7 @@ func FuzzRulesReference(f *testing.F) {
 func TestRulesBound(t *testing.T) {
 	runs, ops := 40, 3000
 	if racetest.Enabled || testing.Short() {
-		runs = 12
+		runs = 6
 	}
 	for run := range runs {
 		rng := rand.New(rand.NewPCG(uint64(run), 0x626f756e64))
