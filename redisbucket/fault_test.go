@@ -59,23 +59,24 @@ type policyCase struct {
 var policyCases = []policyCase{
 	{redisbucket.FailClosed, nil, func(t *testing.T, i int, d keyrate.Decision, err error) {
 		t.Helper()
-		want := keyrate.Decision{Limit: faultLimit, RetryAfter: 36 * time.Second}
+		want := keyrate.Decision{Policy: keyrate.DefaultPolicy, Limit: faultLimit, RetryAfter: 36 * time.Second}
 		if d != want || !errors.Is(err, redisbucket.ErrUnavailable) {
 			t.Errorf("call %d: %+v, %v; want %+v and ErrUnavailable", i, d, err, want)
 		}
 	}},
 	{redisbucket.FailOpen, nil, func(t *testing.T, i int, d keyrate.Decision, err error) {
 		t.Helper()
-		if want := (keyrate.Decision{Allowed: true, Limit: faultLimit}); d != want || err != nil {
+		if want := (keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: faultLimit}); d != want || err != nil {
 			t.Errorf("call %d: %+v, %v; want %+v and no error", i, d, err, want)
 		}
 	}},
 	{redisbucket.FallbackLocal, []keyrate.Option{redisbucket.WithFallbackLimit(fallbackLimit)}, func(t *testing.T, i int, d keyrate.Decision, err error) {
 		t.Helper()
 		// The fallback's bucket for the key starts full, with a frozen clock.
-		want := keyrate.Decision{Limit: fallbackLimit, RetryAfter: 20 * time.Minute, ResetAfter: time.Hour}
+		want := keyrate.Decision{Policy: keyrate.DefaultPolicy, Limit: fallbackLimit, RetryAfter: 20 * time.Minute, ResetAfter: time.Hour, WindowResetAfter: time.Hour}
 		if i < 3 {
-			want = keyrate.Decision{Allowed: true, Limit: fallbackLimit, Remaining: 2 - i, ResetAfter: time.Duration(i+1) * 20 * time.Minute}
+			reset := time.Duration(i+1) * 20 * time.Minute
+			want = keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: fallbackLimit, Remaining: 2 - i, ResetAfter: reset, WindowResetAfter: reset}
 		}
 		if d != want || err != nil {
 			t.Errorf("call %d: %+v, %v; want %+v and no error", i, d, err, want)
@@ -244,7 +245,7 @@ func TestKilledServer(t *testing.T) {
 			for before := s.Stats().Errors; ; before = s.Stats().Errors {
 				d, err := s.PeekContext(t.Context(), "k")
 				if s.Stats().Errors == before && err == nil {
-					if want := (keyrate.Decision{Allowed: true, Limit: faultLimit, Remaining: 100}); d != want {
+					if want := (keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: faultLimit, Remaining: 100}); d != want {
 						t.Fatalf("Peek after the restart = %+v, want %+v", d, want)
 					}
 					break
@@ -337,7 +338,7 @@ func TestFallbackCostAboveItsBurst(t *testing.T) {
 	s, _ := openFault(t, unreachable, policyCases[2], &errs, faultTimeout)
 	for _, cost := range []int{4, 100} {
 		d, err := s.AllowN("k", cost)
-		want := keyrate.Decision{Limit: faultLimit, RetryAfter: time.Duration(cost) * 36 * time.Second}
+		want := keyrate.Decision{Policy: keyrate.DefaultPolicy, Limit: faultLimit, RetryAfter: time.Duration(cost) * 36 * time.Second}
 		if d != want || err != nil {
 			t.Errorf("AllowN(k, %d) during an outage = %+v, %v; want %+v and no error", cost, d, err, want)
 		}

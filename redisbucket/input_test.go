@@ -94,8 +94,8 @@ func TestCallErrors(t *testing.T) {
 		if s.Allow(key) {
 			t.Errorf("Allow(%.8q) = true for an invalid key", key)
 		}
-		if d := s.Peek(key); d != (keyrate.Decision{Limit: keyrate.PerSecond(5)}) {
-			t.Errorf("Peek(%.8q) = %+v, want a denied Decision with only Limit", key, d)
+		if d := s.Peek(key); d != (keyrate.Decision{Policy: keyrate.DefaultPolicy, Limit: keyrate.PerSecond(5)}) {
+			t.Errorf("Peek(%.8q) = %+v, want a denied Decision with only Policy and Limit", key, d)
 		}
 		if _, err := s.PeekContext(t.Context(), key); !errors.Is(err, keyrate.ErrInvalidKey) {
 			t.Errorf("PeekContext(%.8q) error = %v, want ErrInvalidKey", key, err)

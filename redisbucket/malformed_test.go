@@ -61,7 +61,7 @@ func TestMalformedValue(t *testing.T) {
 					if err := v.write(prefix + "k"); err != nil {
 						t.Fatal(err)
 					}
-					empty := keyrate.Decision{Limit: limit, RetryAfter: 36 * time.Second, ResetAfter: time.Hour}
+					empty := keyrate.Decision{Policy: keyrate.DefaultPolicy, Limit: limit, RetryAfter: 36 * time.Second, ResetAfter: time.Hour, WindowResetAfter: time.Hour}
 					// Peek reads it as an empty bucket and writes nothing.
 					if d, err := s.PeekContext(ctx, "k"); d != empty || err != nil {
 						t.Errorf("PeekContext = %+v, %v; want %+v and no error", d, err, empty)
@@ -90,7 +90,7 @@ func TestMalformedValue(t *testing.T) {
 						t.Errorf("AllowN right after = %+v, %v; want denied", d, err)
 					}
 					clk.Advance(36 * time.Second)
-					want := keyrate.Decision{Allowed: true, Limit: limit, ResetAfter: time.Hour}
+					want := keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: limit, ResetAfter: time.Hour, WindowResetAfter: time.Hour}
 					if d, err := s.AllowN("k", 1); d != want || err != nil {
 						t.Errorf("AllowN one token later = %+v, %v; want %+v", d, err, want)
 					}

@@ -3,7 +3,7 @@ package redisbucket
 import (
 	"fmt"
 	"math/bits"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,7 +22,7 @@ const (
 	// there): 2^52 µs of Unix time is the year 2112. A stored arrival time
 	// is at most maxMicros + F/K µs, below 2^53.
 	maxMicros = 1 << 52
-	// nsPerMicro converts the server's µs clock to Policy's ns.
+	// nsPerMicro converts the server's µs clock to keyrate's ns.
 	nsPerMicro = 1000
 	// timeSourceTTL is the least TTL of a key under WithTimeSource, whose
 	// time need not keep pace with the server's clock that expires keys.
@@ -30,32 +30,52 @@ const (
 )
 
 // gcraScript is the one script every call runs: GCRA on a theoretical
-// arrival time (TAT), as keyrate.Rule does in process, in integer ticks of
-// 1/K µs.
+// arrival time (TAT) per window of the key's policy, all or nothing, as
+// keyrate.Rules does in process, each window in integer ticks of 1/K µs.
 //
 // KEYS[1] is the bucket. ARGV is now in µs ("-1": the server's TIME), the
-// cost (0: peek, which writes nothing), K (ticks per µs), I (ticks per
-// token), F (ticks to fill an empty bucket) and the least TTL in ms. The
-// stored value is "a:b", the TAT as a whole µs a plus b ticks (0 ≤ b < K);
-// no value is a full bucket. A successful spend sets the value with PX at
-// the time the bucket will be full again, rounded up to a whole ms (or the
-// least TTL, if longer), so idle keys delete themselves. A key that
-// outlives its TAT is a full bucket, as a missing one is, so a longer TTL
-// costs only memory.
+// cost (0: peek, which writes nothing; below 0: a refund of −cost), the
+// least TTL in ms, the policy's descriptor, the descriptor of the window a
+// one-window value is under (base), then K, I, G and F of each window: K
+// ticks per µs, I ticks per token, G ticks of keyrate.Rule per tick, F
+// ticks to fill an empty bucket. A descriptor lists its windows as
+// "K:I:G:F", joined by ",".
 //
-// A value no call writes is malformed: not "a:b" in decimal digits, b ≥ K,
-// a TAT beyond the latest a call can write (now is at most 2^52 µs and a
-// debt at most F ticks), or a key of another type (GET answers WRONGTYPE).
-// The script then answers as for an empty bucket at now (debt F), which
-// never admits more than the limit, and a spend (allowed or not: with a
-// debt of F it is denied) overwrites the value with that empty bucket,
-// expiring as any other, so the key heals; a peek writes nothing.
+// The value is "desc/a:b:r,a:b:r,...": the descriptor of the windows the
+// states are under, then each window's TAT, a whole µs plus b ticks (0 ≤ b
+// < K) less r ticks of keyrate.Rule (0 ≤ r < G, nonzero only after a
+// change of policy: keyrate rounds a carried state to its own, finer,
+// ticks). A value of one window under base, with r = 0, is written "a:b",
+// as before policies, so that a store of the previous version reads it. No
+// value is a full bucket. A write sets the value with PX at the time the
+// last window will be full again, rounded up to a whole ms (or the least
+// TTL, if longer), so idle keys delete themselves; a write that leaves
+// every window full deletes the key.
 //
-// It returns {allowed, du, db, malformed}: the bucket's debt (TAT − now, 0
-// for a full bucket) after the call, in whole µs du plus db ticks, and 1 if
-// the value was malformed. du is at most 2^53 (a TAT of at most 2^52 µs +
-// F/K, read at now = 0), so du·1000 ns fits an int64. Go turns that into
-// the Decision with keyrate.Rule's rounding.
+// A value under another descriptor (the policy changed, or the key moved
+// to another tier) is carried over to the policy's windows first, as
+// keyrate.Rules.Carry does: window i keeps the tokens it holds under the
+// old window i, rounded down to a tick of keyrate.Rule and capped at its
+// Burst; a full window stays full; a window the old value lacks starts
+// full. That takes products beyond 2^53, so it is done on integers of
+// 24-bit limbs (big, mul, add, cmp, sub, divmod). A spend or a refund
+// writes the carried states, even when the spend is denied.
+//
+// A value no call writes is malformed: not of that form, b ≥ K, r ≥ G, a
+// TAT beyond the latest a call can write (now is at most 2^52 µs and a
+// debt at most F ticks), a descriptor out of range, or a key of another
+// type (GET answers WRONGTYPE). The script then answers as for an empty
+// bucket at now (a debt of F in every window), which never admits more
+// than the limit, and a spend or a refund overwrites the value, so the key
+// heals; a peek writes nothing.
+//
+// It returns {denied, malformed, du, db, r for each window}: the index of
+// the first window that denied a spend (-1 when allowed, and for a peek or
+// a refund), 1 if the value was malformed, and each window's debt (TAT −
+// now, 0 for a full window) after the call, in whole µs du plus db ticks
+// less r ticks of keyrate.Rule. du is at most 2^53 (a TAT of at most 2^52
+// µs + F/K, read at now = 0). Go turns the debts into keyrate.States and
+// the Decision into what keyrate.Rules decides.
 //
 // Numbers go to redis.call through string.format('%.0f'), which is exact
 // below 2^53, never through Lua's number-to-string conversion (14
@@ -67,56 +87,224 @@ if now < 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 if now > 4503599627370496 then now = 4503599627370496 end
-local cost, K, I, F = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local du, db, bad = 0, 0, 0
+local cost, want, base = tonumber(ARGV[2]), ARGV[4], ARGV[5]
+local n = (#ARGV - 5) / 4
+local W, D = {}, {}
+for i = 1, n do
+  local j = 4 * i + 2
+  W[i] = {tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])}
+end
+
+local R = 16777216
+local function big(x)
+  local t = {}
+  while x > 0 do
+    local l = x % R
+    t[#t + 1] = l
+    x = (x - l) / R
+  end
+  return t
+end
+local function trim(t)
+  while t[#t] == 0 do t[#t] = nil end
+  return t
+end
+local function mul(a, b)
+  local t = {}
+  for i = 1, #a + #b do t[i] = 0 end
+  for i = 1, #a do
+    local c = 0
+    for j = 1, #b do
+      local x = t[i + j - 1] + a[i] * b[j] + c
+      c = math.floor(x / R)
+      t[i + j - 1] = x - c * R
+    end
+    t[i + #b] = c
+  end
+  return trim(t)
+end
+local function add(a, b)
+  local t, c = {}, 0
+  for i = 1, math.max(#a, #b) do
+    local x = (a[i] or 0) + (b[i] or 0) + c
+    c = x >= R and 1 or 0
+    t[i] = x - c * R
+  end
+  if c > 0 then t[#t + 1] = c end
+  return t
+end
+local function cmp(a, b)
+  if #a ~= #b then return #a - #b end
+  for i = #a, 1, -1 do
+    if a[i] ~= b[i] then return a[i] - b[i] end
+  end
+  return 0
+end
+local function sub(a, b)
+  local t, c = {}, 0
+  for i = 1, #a do
+    local x = a[i] - (b[i] or 0) - c
+    c = x < 0 and 1 or 0
+    t[i] = x + c * R
+  end
+  return trim(t)
+end
+local function divmod(a, b)
+  local q, r = 0, {}
+  for i = #a, 1, -1 do
+    for s = 23, 0, -1 do
+      local c = math.floor(a[i] / 2 ^ s) % 2
+      for j = 1, #r do
+        local x = r[j] * 2 + c
+        c = x >= R and 1 or 0
+        r[j] = x - c * R
+      end
+      if c > 0 then r[#r + 1] = c end
+      q = q * 2
+      if cmp(r, b) >= 0 then
+        r = sub(r, b)
+        q = q + 1
+      end
+    end
+  end
+  return q, r
+end
+
+local function debt(t, k, r)
+  local b = math.fmod(t, k)
+  return {(t - b) / k, b, r}
+end
+local function carry(o, s, w)
+  if s[1] == 0 and s[2] == 0 then return {0, 0, 0} end
+  local d = s[1] * o[1] + s[2]
+  if s[1] * o[1] > o[4] or d > o[4] or (d == o[4] and s[3] == 0) then return debt(w[4], w[1], 0) end
+  local den = mul(big(o[2]), big(o[3]))
+  local num = mul(add(mul(big(o[4] - d), big(o[3])), big(s[3])), big(w[2]))
+  if cmp(num, mul(big(w[4]), den)) >= 0 then return {0, 0, 0} end
+  local q, rem = divmod(num, den)
+  local r = divmod(mul(rem, big(w[3])), den)
+  return debt(w[4] - q, w[1], r)
+end
+local function fields(s, m)
+  local out = {}
+  for f in string.gmatch(s .. ',', '([^,]*),') do
+    local t = {}
+    for x in string.gmatch(f .. ':', '([^:]*):') do
+      if #x > 16 or not string.find(x, '^%d+$') then return nil end
+      t[#t + 1] = tonumber(x)
+    end
+    if #t ~= m then return nil end
+    out[#out + 1] = t
+  end
+  return out
+end
+
+local bad, moved = 0, false
 local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then
-  return redis.error_reply(v.err or 'keyrate: GET failed')
-end
-if v then
-  local a, b
-  if type(v) == 'string' then
-    local sa, sb = string.match(v, '^(%d+):(%d+)$')
-    if sa and #sa <= 17 and #sb <= 17 then a, b = tonumber(sa), tonumber(sb) end
+if type(v) == 'table' then
+  if string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then
+    return redis.error_reply(v.err or 'keyrate: GET failed')
   end
-  if a == nil or b >= K or (a - 4503599627370496) * K > F then
-    bad = 1
-    db = math.fmod(F, K)
-    du = (F - db) / K
-  elseif a >= now then
-    du, db = a - now, b
+  bad = 1
+elseif v then
+  local desc, st, m = base, v, 2
+  local slash = string.find(v, '/', 1, true)
+  if slash then desc, st, m = string.sub(v, 1, slash - 1), string.sub(v, slash + 1), 3 end
+  local S, O = fields(st, m), W
+  if desc ~= want then O, moved = fields(desc, 4), true end
+  if not S or not O or #S ~= #O or #S > 8 then bad = 1 end
+  local old = {}
+  for i = 1, (bad == 0 and #S or 0) do
+    local k, g, f = O[i][1], O[i][3], O[i][4]
+    local a, b, r = S[i][1], S[i][2], S[i][3] or 0
+    if k < 1 or O[i][2] < 1 or g < 1 or f < 1 or math.max(k, O[i][2], g, f) > 4503599627370496 or
+       b >= k or r >= g or (a - 4503599627370496) * k > f then
+      bad = 1
+      break
+    end
+    old[i] = {0, 0, 0}
+    if a > now or (a == now and b > 0) then old[i] = {a - now, b, r} end
+  end
+  for i = 1, (bad == 0 and n or 0) do
+    D[i] = old[i] or {0, 0, 0}
+    if moved then D[i] = old[i] and carry(O[i], old[i], W[i]) or {0, 0, 0} end
   end
 end
-local function put(nd)
-  local ndb = math.fmod(nd, K)
-  local ndu = (nd - ndb) / K
-  local unit = K * 1000
-  local r = math.fmod(nd, unit)
-  local ttl = (nd - r) / unit
-  if r > 0 then ttl = ttl + 1 end
-  if ttl < tonumber(ARGV[6]) then ttl = tonumber(ARGV[6]) end
-  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', now + ndu, ndb), 'PX', string.format('%.0f', ttl))
-  return ndu, ndb
+for i = 1, n do
+  if bad == 1 then D[i] = debt(W[i][4], W[i][1], 0) end
+  D[i] = D[i] or {0, 0, 0}
 end
-if cost == 0 or du * K > F then return {0, du, db, bad} end
-local nd = du * K + db + cost * I
-if nd > F then
-  if bad == 1 then put(F) end
-  return {0, du, db, bad}
+
+local function ticks(i)
+  if D[i][1] * W[i][1] > W[i][4] then return nil end
+  return D[i][1] * W[i][1] + D[i][2]
 end
-du, db = put(nd)
-return {1, du, db, bad}
+local function put()
+  local parts, ttl, live = {}, 0, false
+  for i = 1, n do
+    local du, db, r = D[i][1], D[i][2], D[i][3]
+    local us = math.fmod(du, 1000)
+    local ms = (du - us) / 1000
+    if us > 0 or db > 0 then ms = ms + 1 end
+    if ms > 0 then live = true end
+    if ms > ttl then ttl = ms end
+    parts[i] = string.format('%.0f:%.0f:%.0f', now + du, db, r)
+  end
+  if not live then
+    redis.call('DEL', KEYS[1])
+    return
+  end
+  if ttl < tonumber(ARGV[3]) then ttl = tonumber(ARGV[3]) end
+  local value = want .. '/' .. table.concat(parts, ',')
+  if n == 1 and want == base and D[1][3] == 0 then
+    value = string.format('%.0f:%.0f', now + D[1][1], D[1][2])
+  end
+  redis.call('SET', KEYS[1], value, 'PX', string.format('%.0f', ttl))
+end
+
+local denied = -1
+if cost > 0 then
+  for i = 1, n do
+    local t = ticks(i)
+    if not t or t + cost * W[i][2] > W[i][4] then
+      denied = i - 1
+      break
+    end
+  end
+  if denied < 0 then
+    for i = 1, n do D[i] = debt(ticks(i) + cost * W[i][2], W[i][1], D[i][3]) end
+  end
+  if denied < 0 or moved or bad == 1 then put() end
+elseif cost < 0 and v then
+  for i = 1, n do
+    local back, t, k = -cost * W[i][2], ticks(i), W[i][1]
+    if t and back >= t then
+      D[i] = {0, 0, 0}
+    elseif t then
+      D[i] = debt(t - back, k, D[i][3])
+    else
+      local bb = math.fmod(back, k)
+      local du, db = D[i][1] - (back - bb) / k, D[i][2] - bb
+      if db < 0 then du, db = du - 1, db + k end
+      D[i] = {du, db, D[i][3]}
+    end
+  end
+  put()
+end
+local out = {denied, bad}
+for i = 1, n do
+  for j = 1, 3 do out[#out + 1] = D[i][j] end
+end
+return out
 `)
 
 // units is a Limit compiled for the script: time in ticks of 1/k µs, with
 // the same token interval as keyrate.Rule, so that decisions are equal.
 type units struct {
-	limit    keyrate.Limit
-	k        int64 // ticks per µs
-	interval int64 // ticks per token
-	fill     int64 // ticks to fill an empty bucket
-	// args are k, interval and fill as the script's ARGV strings.
-	argK, argI, argF string
+	k        int64  // ticks per µs
+	interval int64  // ticks per token
+	fill     int64  // ticks to fill an empty bucket
+	g        uint64 // keyrate.Rule's ticks per tick
 }
 
 // compileUnits validates l for keyrate (limit.Validate) and for the script,
@@ -124,11 +312,13 @@ type units struct {
 //
 // keyrate.Rule counts time in ticks of 1/s ns and a token as P ticks, P
 // being Per·s/Rate when that is whole and rounded up otherwise (see
-// keyrate.Rule.Exact). The script's clock has whole µs, 1000·s Policy
+// keyrate.Rule.Exact). The script's clock has whole µs, 1000·s Rule
 // ticks; dividing both by g = gcd(P, 1000·s) gives the script's tick, of
 // 1/k µs with k = 1000·s/g, and its interval I = P/g. Every quantity the
 // script handles is then a whole number of its ticks, and each decision is
-// the same rational number Policy computes, rounded the same way.
+// the same rational number keyrate computes, rounded the same way. Only a
+// state carried over from another policy can fall between two of the
+// script's ticks, which is what its r counts.
 func compileUnits(l keyrate.Limit) (units, error) {
 	if err := l.Validate(); err != nil {
 		return units{}, err
@@ -141,7 +331,7 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	hi, lo := bits.Mul64(uint64(l.Per), s)
 	q, r := bits.Div64(hi, lo, uint64(l.Rate)) // hi < Rate: Validate bounds it
 	if r != 0 {
-		q++ // Policy rounds a coarse interval up
+		q++ // keyrate.Rule rounds a coarse interval up
 	}
 	g := gcd(q, nsPerMicro*s)
 	k, interval := int64(nsPerMicro*s/g), int64(q/g)
@@ -153,11 +343,7 @@ func compileUnits(l keyrate.Limit) (units, error) {
 		return units{}, fmt.Errorf("%w: Burst %d takes too long to fill at %d per %v for redisbucket: the most is %d",
 			keyrate.ErrInvalidLimit, l.Burst, l.Rate, l.Per, maxFill/interval)
 	}
-	u := units{limit: l, k: k, interval: interval, fill: int64(l.Burst) * interval}
-	u.argK = strconv.FormatInt(u.k, 10)
-	u.argI = strconv.FormatInt(u.interval, 10)
-	u.argF = strconv.FormatInt(u.fill, 10)
-	return u, nil
+	return units{k: k, interval: interval, fill: int64(l.Burst) * interval, g: g}, nil
 }
 
 func gcd(a, b uint64) uint64 {
@@ -167,82 +353,75 @@ func gcd(a, b uint64) uint64 {
 	return a
 }
 
-// debt is a bucket's debt as the script returns it: TAT − now, in whole µs
-// plus ticks, each below 2^53.
-type debt struct{ micros, ticks int64 }
+// desc returns u as the script's descriptor of a window, "K:I:G:F".
+func (u units) desc() string {
+	return fmt.Sprintf("%d:%d:%d:%d", u.k, u.interval, u.g, u.fill)
+}
+
+// plan is a policy compiled for the script: its descriptor and arguments,
+// and each window's units, to read the script's reply.
+type plan struct {
+	desc  string
+	args  []any // K, I, G and F of each window
+	units []units
+}
+
+// newPlan compiles p for the script, or returns an error wrapping
+// keyrate.ErrInvalidPolicy (and keyrate.ErrInvalidLimit for a window) that
+// names what is out of range for keyrate or for the script. An unlimited
+// p has no windows.
+func newPlan(p keyrate.Policy) (*plan, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	pl := &plan{units: make([]units, len(p.Limits))}
+	desc := make([]string, len(p.Limits))
+	for i, l := range p.Limits {
+		u, err := compileUnits(l)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q window %d (%v): %w", keyrate.ErrInvalidPolicy, p.Name, i, l, err)
+		}
+		pl.units[i], desc[i] = u, u.desc()
+		pl.args = append(pl.args, u.k, u.interval, u.g, u.fill)
+	}
+	pl.desc = strings.Join(desc, ",")
+	return pl, nil
+}
 
 // maxDebtMicros bounds the whole µs of a debt the script returns: a TAT of
 // at most maxMicros + F/K µs (F ≤ maxFill, K ≥ 1), read at now = 0.
 const maxDebtMicros = maxMicros + maxFill
 
-// checkReply returns nil if res is a reply the script can give for u:
-// {allowed, du, db, malformed}, each in range, so that no Decision built
-// from it can hold a negative or wrapped duration.
-func (u *units) checkReply(res []int64) error {
-	if len(res) != 4 {
-		return fmt.Errorf("script returned %d values, want 4", len(res))
-	}
-	if res[0] < 0 || res[0] > 1 || res[1] < 0 || res[1] > maxDebtMicros || res[2] < 0 || res[2] >= u.k || res[3] < 0 || res[3] > 1 {
-		return fmt.Errorf("script returned %v, out of range", res)
-	}
-	return nil
-}
+// maxDebt bounds a debt in keyrate.Rule's ticks, which saturates there
+// (only a clock set back by decades reaches it): keyrate adds a spend of
+// at most 2^62 ticks to a debt, which must not wrap.
+const maxDebt = 1 << 63
 
-// ticks returns the debt in ticks, and false if it exceeds the fill time
-// (which happens only after the clock went backwards).
-func (u *units) ticks(d debt) (int64, bool) {
-	if d.micros > u.fill/u.k {
-		return 0, false
+// read checks the script's reply res for p and converts it: it writes each
+// window's state into st, as keyrate.Rules reads it at reading 0 (its
+// debt in keyrate.Rule's ticks), and returns the denying window (-1 if
+// none) and whether the value was malformed. It returns an error for a
+// reply the script cannot give, so that no Decision built from it can
+// hold a negative or wrapped duration.
+func (p *plan) read(res []int64, st []keyrate.State) (denied int, malformed bool, err error) {
+	n := len(p.units)
+	if len(res) != 2+3*n {
+		return 0, false, fmt.Errorf("script returned %d values, want %d", len(res), 2+3*n)
 	}
-	t := d.micros*u.k + d.ticks
-	return t, t <= u.fill
-}
-
-// nanos returns d plus extra ticks (which may be negative) in ns, rounded
-// up, and 0 if that is negative (which no reply of the script leads to),
-// without overflow: d.micros is at most maxDebtMicros = 2^53 (checkReply),
-// so d.micros·1000 is below 2^63, and |extra| is at most F ≤ 2^52.
-func (u *units) nanos(d debt, extra int64) time.Duration {
-	return time.Duration(max(d.micros*nsPerMicro+ceilDiv((d.ticks+extra)*nsPerMicro, u.k), 0))
-}
-
-// ceilDiv returns ⌈n/d⌉ for d > 0.
-func ceilDiv(n, d int64) int64 {
-	q := n / d // truncates toward zero: the ceiling for n < 0
-	if n%d > 0 {
-		q++
+	if res[0] < -1 || res[0] >= int64(n) || res[1] < 0 || res[1] > 1 {
+		return 0, false, fmt.Errorf("script returned %v, out of range", res)
 	}
-	return q
-}
-
-// remaining returns the whole tokens in a bucket with debt d.
-func (u *units) remaining(d debt) int {
-	t, ok := u.ticks(d)
-	if !ok {
-		return 0
+	for i, u := range p.units {
+		du, db, r := res[2+3*i], res[3+3*i], res[4+3*i]
+		if du < 0 || du > maxDebtMicros || db < 0 || db >= u.k || r < 0 || uint64(r) >= u.g || (du == 0 && db == 0 && r != 0) {
+			return 0, false, fmt.Errorf("script returned %v, out of range", res)
+		}
+		hi, lo := bits.Mul64(uint64(du), uint64(u.k)*u.g)
+		d := uint64(maxDebt)
+		if hi == 0 && lo < maxDebt {
+			d = min(lo+uint64(db)*u.g-uint64(r), maxDebt)
+		}
+		st[i] = keyrate.State(d)
 	}
-	return int((u.fill - t) / u.interval)
-}
-
-// decide builds the Decision for a request of cost given the bucket's debt
-// after it, as keyrate.Rule.Decide does.
-func (u *units) decide(d debt, cost int, allowed bool) keyrate.Decision {
-	dec := keyrate.Decision{
-		Allowed:    allowed,
-		Limit:      u.limit,
-		Remaining:  u.remaining(d),
-		ResetAfter: u.nanos(d, 0),
-	}
-	if !allowed {
-		dec.RetryAfter = u.nanos(d, int64(cost)*u.interval-u.fill)
-	}
-	return dec
-}
-
-// peek builds the Decision for a cost-1 request that spends nothing, as
-// keyrate.Rule.Peek does.
-func (u *units) peek(d debt) keyrate.Decision {
-	t, ok := u.ticks(d)
-	allowed := ok && t+u.interval <= u.fill
-	return u.decide(d, 1, allowed)
+	return int(res[0]), res[1] == 1, nil
 }

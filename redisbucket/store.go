@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,20 +18,28 @@ import (
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
-// Store is a keyrate.Limiter whose buckets live in Redis, shared by every
-// process that uses the same server (or Cluster), prefix and limit.
+// Store is a keyrate.PolicyLimiter whose buckets live in Redis, shared by
+// every process that uses the same server (or Cluster), prefix and
+// policies.
 //
 // Each call is one round trip: an EVALSHA of one Lua script (EVAL when the
 // server lacks it) on the one key of the bucket, which reads the server's
-// TIME and applies the generic cell rate algorithm on the bucket's
-// theoretical arrival time, as keyrate.Rule does in process, in integer
-// ticks of 1/k µs (see gcraScript). The script runs atomically on the
-// server, so concurrent calls from any number of processes never admit more
-// than the limit; the one clock is the server's, so the processes' clocks
-// do not matter. A key is deleted by Redis when its bucket is full again.
-// For the same schedule of calls, a Store makes the same decisions as the
-// in-process stores, field for field (Remaining, RetryAfter, ResetAfter),
-// as long as the schedule's times are whole µs.
+// TIME and applies the generic cell rate algorithm to every window of the
+// key's policy, all or nothing, as keyrate.Rules does in process, in
+// integer ticks of 1/k µs (see gcraScript). The script runs atomically on
+// the server, so concurrent calls from any number of processes never admit
+// more than any window allows; the one clock is the server's, so the
+// processes' clocks do not matter. A key is deleted by Redis when every
+// window is full again. For the same schedule of calls, a Store makes the
+// same decisions as the in-process stores, field for field, as long as
+// the schedule's times are whole µs: the script returns each window's
+// state, and keyrate.Rules builds the Decision from them.
+//
+// Policies (keyrate.WithPolicies, keyrate.WithPolicyFunc, SetPolicy) work
+// as in the in-process stores: all the windows of a key live in its one
+// Redis key, with the limits they are under, so that a key whose policy
+// changed, in this process or another, is carried over by the script (see
+// keyrate.PolicyLimiter). An unlimited policy answers without a call.
 //
 // Every call is bounded by the store's timeout (WithTimeout, default
 // DefaultTimeout); when Redis fails to answer in time the store's
@@ -44,13 +54,15 @@ import (
 // connection pool. Create one with New; the zero value is not usable. The
 // Store does not own the client: close the client when done with both.
 type Store struct {
-	client   redis.UniversalClient
-	units    units
-	policy   keyrate.Rule // for CheckCost
+	client redis.UniversalClient
+	pols   *keyrate.Policies
+	plans  sync.Map // *keyrate.Rules → *plan, compiled on first use
+	// base is the descriptor of the window a one-window "a:b" value is
+	// under: window 0 of the default policy New compiled.
+	base     string
 	set      settings
 	fallback *atomicbucket.Store // nil unless the policy is FallbackLocal
-	// fallbackBurst is the fallback limit's Burst.
-	fallbackBurst int
+	setMu    sync.Mutex          // serialises SetPolicy
 
 	// policyErr is PolicyCheck's answer: nil, or why New could not check
 	// the servers' maxmemory-policy.
@@ -59,9 +71,13 @@ type Store struct {
 	calls, errs, degraded, malformed atomic.Uint64
 }
 
-var _ keyrate.Limiter = (*Store)(nil)
+var (
+	_ keyrate.Limiter       = (*Store)(nil)
+	_ keyrate.PolicyLimiter = (*Store)(nil)
+)
 
-// New returns a store enforcing limit on every key, in client's Redis.
+// New returns a store enforcing limit on every key, in client's Redis, or
+// the policies of keyrate.WithPolicies and keyrate.WithPolicyFunc.
 //
 // client must honour context deadlines (redis.Options.ContextTimeoutEnabled,
 // or the ClusterOptions and RingOptions field of that name), or the timeout
@@ -72,8 +88,10 @@ var _ keyrate.Limiter = (*Store)(nil)
 // New returns an error wrapping keyrate.ErrInvalidLimit if limit is out of
 // range for keyrate (limit.Validate) or for the script: a token interval
 // below 1µs, or a fill time beyond 2^52 ticks of 1/k µs (142 years at k =
-// 1). It returns an error wrapping keyrate.ErrInvalidOption for a nil
-// client (nil itself, or a nil pointer of any client type, such as
+// 1); and one wrapping keyrate.ErrInvalidPolicy (and ErrInvalidLimit) for
+// a policy out of range, or with a window out of the script's range. It
+// returns an error wrapping keyrate.ErrInvalidOption for a nil client (nil
+// itself, or a nil pointer of any client type, such as
 // (*redis.Client)(nil)), one without context deadlines, an option that
 // does not apply (keyrate.WithClock among them: use WithTimeSource for
 // tests; and keyrate.WithMaxKeys, WithSweepInterval and WithHashedKeys,
@@ -123,28 +141,14 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		return nil, fmt.Errorf("%w: redisbucket.New: the client's ContextTimeoutEnabled is false, so no timeout could bound a call: set it in the client's options",
 			keyrate.ErrInvalidOption)
 	}
-	u, err := compileUnits(limit)
-	if err != nil {
+	s := &Store{client: client, set: set}
+	if s.pols, s.base, err = compilePolicies(limit, common); err != nil {
 		return nil, err
 	}
-	pol, err := keyrate.NewRule(limit, nil)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{client: client, units: u, policy: pol, set: set}
 	if set.policy == FallbackLocal {
-		fl := limit
-		if set.fallback != nil {
-			fl = *set.fallback
-		}
-		var local []keyrate.Option
-		if set.timeSource != nil {
-			local = append(local, keyrate.WithClock(set.timeSource))
-		}
-		if s.fallback, err = atomicbucket.New(fl, local...); err != nil {
+		if s.fallback, err = newFallback(limit, common, set); err != nil {
 			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
 		}
-		s.fallbackBurst = fl.Burst
 	}
 	s.policyErr = errSkipped
 	if !set.evictionAllowed {
@@ -157,6 +161,58 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		}
 	}
 	return s, nil
+}
+
+// compilePolicies compiles the store's policies and checks every window
+// against the script's bounds. It compiles them for a clock frozen at 0:
+// the script reads Redis's clock, and returns each window's debt, which
+// keyrate.Rules then reads as a state at reading 0. It also returns the
+// descriptor of a one-window "a:b" value: window 0 of the default policy
+// (of limit, if the default is unlimited; "-", which no value matches, if
+// limit is out of the script's range too).
+func compilePolicies(limit keyrate.Limit, common keyrate.Settings) (*keyrate.Policies, string, error) {
+	named := slices.ContainsFunc(common.Policies, func(p keyrate.Policy) bool { return p.Name == keyrate.DefaultPolicy })
+	lu, err := compileUnits(limit)
+	if err != nil && !named {
+		return nil, "", err // the default policy's one window, as before policies
+	}
+	base := "-"
+	if err == nil {
+		base = lu.desc()
+	}
+	common.Clock = clock.NewManual(0)
+	pols, err := keyrate.NewPolicies(limit, common)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range pols.List() {
+		if _, err := newPlan(p); err != nil {
+			return nil, "", err
+		}
+	}
+	if def := pols.Default(); !def.Unlimited() {
+		u, _ := compileUnits(def.Rule(0).Limit())
+		base = u.desc()
+	}
+	return pols, base, nil
+}
+
+// newFallback returns FallbackLocal's in-process store: the store's
+// policies, its default replaced by the WithFallbackLimit limit if any.
+func newFallback(limit keyrate.Limit, common keyrate.Settings, set settings) (*atomicbucket.Store, error) {
+	ps := common.Policies
+	if set.fallback != nil {
+		limit = *set.fallback
+		ps = slices.DeleteFunc(slices.Clone(ps), func(p keyrate.Policy) bool { return p.Name == keyrate.DefaultPolicy })
+	}
+	opts := []keyrate.Option{keyrate.WithPolicies(ps...)}
+	if common.PolicyFunc != nil {
+		opts = append(opts, keyrate.WithPolicyFunc(common.PolicyFunc))
+	}
+	if set.timeSource != nil {
+		opts = append(opts, keyrate.WithClock(set.timeSource))
+	}
+	return atomicbucket.New(limit, opts...)
 }
 
 // contextTimeouts reports whether client's type is one whose options New
@@ -173,12 +229,23 @@ func contextTimeouts(client redis.UniversalClient) (known, enabled bool) {
 	return false, false
 }
 
-// Limit returns the limit the store enforces.
-func (s *Store) Limit() keyrate.Limit { return s.units.limit }
+// Limit returns the limit of the default policy's first window: the limit
+// given to New, unless keyrate.WithPolicies or SetPolicy replaced the
+// default policy. It is the zero Limit if the default is unlimited.
+func (s *Store) Limit() keyrate.Limit { return first(s.pols.Default()) }
+
+// first returns the limit of rs's first window, or the zero Limit.
+func first(rs *keyrate.Rules) keyrate.Limit {
+	if rs.Unlimited() {
+		return keyrate.Limit{}
+	}
+	return rs.Rule(0).Limit()
+}
 
 // Allow reports whether one token may be spent for key now, and spends it
 // if so. It is shorthand for AllowN(key, 1).Allowed: false for an invalid
-// key, and the failure policy's answer when Redis does not answer.
+// key or an unknown policy, and the failure policy's answer when Redis
+// does not answer.
 func (s *Store) Allow(key string) bool {
 	d, _ := s.AllowNContext(context.Background(), key, 1)
 	return d.Allowed
@@ -190,31 +257,49 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	return s.AllowNContext(context.Background(), key, cost)
 }
 
-// AllowNContext spends cost tokens for key if its bucket holds that many,
-// and reports the decision, in one round trip to Redis bounded by ctx and
-// the store's timeout.
+// AllowNContext spends cost tokens for key, under key's policy (the
+// default, or the one keyrate.WithPolicyFunc names), if every window of
+// its bucket holds that many, and reports the decision, in one round trip
+// to Redis bounded by ctx and the store's timeout.
 //
-// It returns an error wrapping keyrate.ErrInvalidCost for cost < 1,
-// keyrate.ErrCostExceedsBurst for cost > Burst and keyrate.ErrInvalidKey
-// for an empty key or one over MaxKeyLen bytes, sending nothing. If ctx is
-// done before Redis answers, it returns a zero Decision and an error
-// wrapping ctx.Err(): the caller gave up, which is not an outage. If Redis
-// fails to answer within the timeout, the Decision is the failure policy's
-// (see FailurePolicy), with an error wrapping ErrUnavailable under
-// FailClosed and no error under FailOpen and FallbackLocal.
+// It returns an error wrapping keyrate.ErrUnknownPolicy if the function of
+// keyrate.WithPolicyFunc names a policy the store lacks,
+// keyrate.ErrInvalidCost for cost < 1, keyrate.ErrCostExceedsBurst for cost
+// above the smallest Burst of the policy's windows and
+// keyrate.ErrInvalidKey for an empty key or one over MaxKeyLen bytes,
+// sending nothing. If ctx is done before Redis answers, it returns a zero
+// Decision and an error wrapping ctx.Err(): the caller gave up, which is
+// not an outage. If Redis fails to answer within the timeout, the Decision
+// is the failure policy's (see FailurePolicy), with an error wrapping
+// ErrUnavailable under FailClosed and no error under FailOpen and
+// FallbackLocal.
 func (s *Store) AllowNContext(ctx context.Context, key string, cost int) (keyrate.Decision, error) {
-	if err := s.policy.CheckCost(cost); err != nil {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return s.allow(ctx, key, rs, cost)
+}
+
+// allow is AllowNContext under rs.
+func (s *Store) allow(ctx context.Context, key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
 	if err := checkKey(key); err != nil {
 		return keyrate.Decision{}, err
 	}
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision(), nil
+	}
 	if err := ctx.Err(); err != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", err)
 	}
-	d, allowed, err := s.eval(ctx, key, cost)
+	var st [keyrate.MaxLimits]keyrate.State
+	n := rs.Len()
+	denied, err := s.eval(ctx, key, rs, cost, st[:n])
 	if err == nil {
-		return s.units.decide(d, cost, allowed), nil
+		return rs.Decide(st[:n], 0, cost, denied), nil
 	}
 	if ctx.Err() != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err())
@@ -222,52 +307,68 @@ func (s *Store) AllowNContext(ctx context.Context, key string, cost int) (keyrat
 	s.degraded.Add(1)
 	switch s.set.policy {
 	case FailOpen:
-		return keyrate.Decision{Allowed: true, Limit: s.units.limit}, nil
+		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs)}, nil
 	case FallbackLocal:
-		if cost > s.fallbackBurst {
-			// The fallback can never allow it: deny as FailClosed does,
-			// without the error, as the policy promises.
-			return s.closed(cost), nil
+		if t, err := s.fallback.Tier(rs.Name()); err == nil {
+			if d, err := s.fallback.AllowTier(key, t, cost); err == nil {
+				return d, nil
+			}
 		}
-		return s.fallback.AllowN(key, cost)
+		// The fallback can never allow it (a cost above its Burst): deny
+		// as FailClosed does, without the error, as the policy promises.
+		return closed(rs, cost), nil
 	}
-	return s.closed(cost), err
+	return closed(rs, cost), err
 }
 
-// closed is FailClosed's answer: denied, and retry once cost tokens could
-// have accrued.
-func (s *Store) closed(cost int) keyrate.Decision {
-	return keyrate.Decision{
-		Limit:      s.units.limit,
-		RetryAfter: s.units.nanos(debt{}, int64(cost)*s.units.interval),
+// closed is FailClosed's answer under rs: denied, with RetryAfter the time
+// cost tokens take to accrue in every window, and ResetAfter 0.
+func closed(rs *keyrate.Rules, cost int) keyrate.Decision {
+	var st [keyrate.MaxLimits]keyrate.State
+	for i := range rs.Len() {
+		st[i] = rs.Rule(i).Encode(0, 0) // empty
 	}
+	d := rs.Decide(st[:rs.Len()], 0, cost, 0)
+	d.ResetAfter, d.WindowResetAfter = 0, 0
+	return d
 }
 
 // Peek is PeekContext with context.Background(), returning only the
-// Decision: for an invalid key, a denied Decision with only Limit set.
+// Decision: for an invalid key, a denied Decision with only Policy and
+// Limit set; for a key whose policy the store lacks, a zero Decision.
 func (s *Store) Peek(key string) keyrate.Decision {
 	d, err := s.PeekContext(context.Background(), key)
 	if err != nil && d == (keyrate.Decision{}) {
-		d.Limit = s.units.limit
+		if rs, err := s.pols.ForKey(key); err == nil {
+			d.Policy, d.Limit = rs.Name(), first(rs)
+		}
 	}
 	return d
 }
 
-// PeekContext reports what a cost-1 request for key would get now,
-// spending nothing and storing nothing, in one round trip bounded by ctx
-// and the store's timeout. Its errors, and its answer when Redis fails, are
-// those of AllowNContext for a cost of 1, except that FallbackLocal peeks
-// at the fallback store.
+// PeekContext reports what a cost-1 request for key would get now, under
+// key's policy, spending nothing and storing nothing, in one round trip
+// bounded by ctx and the store's timeout. Its errors, and its answer when
+// Redis fails, are those of AllowNContext for a cost of 1, except that
+// FallbackLocal peeks at the fallback store.
 func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, error) {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
 	if err := checkKey(key); err != nil {
 		return keyrate.Decision{}, err
+	}
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision(), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", err)
 	}
-	d, _, err := s.eval(ctx, key, 0)
-	if err == nil {
-		return s.units.peek(d), nil
+	var st [keyrate.MaxLimits]keyrate.State
+	n := rs.Len()
+	if _, err = s.eval(ctx, key, rs, 0, st[:n]); err == nil {
+		return rs.Peek(st[:n], 0), nil
 	}
 	if ctx.Err() != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err())
@@ -275,48 +376,70 @@ func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, 
 	s.degraded.Add(1)
 	switch s.set.policy {
 	case FailOpen:
-		return keyrate.Decision{Allowed: true, Limit: s.units.limit}, nil
+		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs)}, nil
 	case FallbackLocal:
 		return s.fallback.Peek(key), nil
 	}
-	return s.closed(1), err
+	return closed(rs, 1), err
 }
 
-// eval runs the script for key, spending cost tokens (0: peek), and returns
-// the bucket's debt after the call and whether the spend was allowed. Its
-// error wraps ErrUnavailable and has been counted and reported, unless
-// parent is done.
-func (s *Store) eval(parent context.Context, key string, cost int) (debt, bool, error) {
+// plan returns rs compiled for the script.
+func (s *Store) plan(rs *keyrate.Rules) (*plan, error) {
+	if p, ok := s.plans.Load(rs); ok {
+		return p.(*plan), nil
+	}
+	p, err := newPlan(rs.Policy()) // checked by New or SetPolicy: cannot fail
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := s.plans.LoadOrStore(rs, p)
+	return actual.(*plan), nil
+}
+
+// eval runs the script for key under rs: it spends cost tokens (cost > 0),
+// peeks (0) or refunds −cost tokens (cost < 0), writes the windows' states
+// after the call into st, as rs reads them at reading 0, and returns the
+// window that denied a spend (-1 if none). Its error wraps ErrUnavailable
+// and has been counted and reported, unless parent is done.
+func (s *Store) eval(parent context.Context, key string, rs *keyrate.Rules, cost int, st []keyrate.State) (int, error) {
 	s.calls.Add(1)
+	p, err := s.plan(rs)
+	if err != nil {
+		return 0, s.fail(err)
+	}
 	ctx, cancel := context.WithTimeout(parent, s.set.timeout)
 	defer cancel()
 	now, minTTL := "-1", "0" // the server's TIME
 	if ts := s.set.timeSource; ts != nil {
 		now, minTTL = strconv.FormatInt(micros(ts.Now()), 10), timeSourceTTLArg
 	}
+	args := append(make([]any, 0, 5+len(p.args)), now, cost, minTTL, p.desc, s.base)
 	rkey := s.redisKey(key)
-	res, err := gcraScript.Run(ctx, s.client, []string{rkey},
-		now, cost, s.units.argK, s.units.argI, s.units.argF, minTTL).Int64Slice()
+	res, err := gcraScript.Run(ctx, s.client, []string{rkey}, append(args, p.args...)...).Int64Slice()
+	denied, bad := 0, false
 	if err == nil {
-		err = s.units.checkReply(res)
+		denied, bad, err = p.read(res, st)
 	}
 	if err != nil {
 		if parent.Err() != nil {
-			return debt{}, false, err // the caller gave up: not an outage
+			return 0, err // the caller gave up: not an outage
 		}
-		return debt{}, false, s.fail(err)
+		return 0, s.fail(err)
 	}
-	if res[3] == 1 {
+	if bad {
 		s.malformed.Add(1)
 		if f := s.set.onError; f != nil {
 			what := "answered as an empty bucket and replaced with one"
-			if cost == 0 {
+			switch {
+			case cost == 0:
 				what = "answered as an empty bucket (Peek writes nothing)"
+			case cost < 0:
+				what = "read as an empty bucket, which the refund was given to and replaced it"
 			}
 			f(fmt.Errorf("%w at key %q: %s", ErrMalformedBucket, rkey, what))
 		}
 	}
-	return debt{micros: res[1], ticks: res[2]}, res[0] == 1, nil
+	return denied, nil
 }
 
 // fail counts a failed round trip, reports it to the callback, and returns

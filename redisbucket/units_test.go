@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
 )
 
-// TestUnitsNeverNegative builds Decisions from every debt the script can
-// return (checkReply's range), at its ends and at random, for limits at the
-// ends of what compileUnits accepts: no duration may be negative, and no
+// TestRepliesNeverNegative builds Decisions from every debt the script can
+// return (read's range), at its ends and at random, for limits at the ends
+// of what compileUnits accepts: no duration may be negative, and no
 // Remaining either.
-func TestUnitsNeverNegative(t *testing.T) {
+func TestRepliesNeverNegative(t *testing.T) {
 	limits := []keyrate.Limit{
 		keyrate.PerSecond(1),
 		keyrate.PerSecond(1_000_000), // a token every µs
@@ -33,63 +34,78 @@ func TestUnitsNeverNegative(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, l := range limits {
-		u, err := compileUnits(l)
+		p := keyrate.Policy{Name: "p", Limits: []keyrate.Limit{l}}
+		pl, err := newPlan(p)
 		if err != nil {
-			t.Fatalf("compileUnits(%v): %v", l, err)
+			t.Fatalf("newPlan(%v): %v", p, err)
 		}
+		rs, err := keyrate.NewRules(p, clock.NewManual(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := pl.units[0]
 		fillMicros := u.fill / u.k
-		var debts []debt
+		var replies [][]int64
 		for _, m := range []int64{0, 1, fillMicros - 1, fillMicros, fillMicros + 1, maxMicros, maxDebtMicros} {
 			for _, tk := range []int64{0, u.k - 1} {
-				if m >= 0 {
-					debts = append(debts, debt{m, tk})
+				for _, r := range []int64{0, int64(u.g) - 1} {
+					if m >= 0 && (m > 0 || tk > 0 || r == 0) {
+						replies = append(replies, []int64{-1, 0, m, tk, r})
+					}
 				}
 			}
 		}
 		for range 1000 {
-			debts = append(debts, debt{rng.Int64N(maxDebtMicros + 1), rng.Int64N(u.k)})
-			debts = append(debts, debt{rng.Int64N(fillMicros + 2), rng.Int64N(u.k)})
+			replies = append(replies, []int64{-1, 0, rng.Int64N(maxDebtMicros) + 1, rng.Int64N(u.k), rng.Int64N(int64(u.g))})
+			replies = append(replies, []int64{-1, 0, rng.Int64N(fillMicros+2) + 1, rng.Int64N(u.k), rng.Int64N(int64(u.g))})
 		}
-		for _, d := range debts {
-			if err := u.checkReply([]int64{0, d.micros, d.ticks, 0}); err != nil {
-				t.Fatalf("%v: checkReply rejects debt %+v: %v", l, d, err)
+		var st [1]keyrate.State
+		for _, res := range replies {
+			if _, _, err := pl.read(res, st[:]); err != nil {
+				t.Fatalf("%v: read rejects %v: %v", l, res, err)
 			}
 			for _, cost := range []int{1, l.Burst} {
-				for _, allowed := range []bool{false, true} {
-					if dec := u.decide(d, cost, allowed); dec.RetryAfter < 0 || dec.ResetAfter < 0 || dec.Remaining < 0 {
-						t.Fatalf("%v: decide(%+v, %d, %v) = %+v", l, d, cost, allowed, dec)
+				for _, denied := range []int{-1, 0} {
+					if d := rs.Decide(st[:], 0, cost, denied); d.RetryAfter < 0 || d.ResetAfter < 0 || d.WindowResetAfter < 0 || d.Remaining < 0 {
+						t.Fatalf("%v: Decide(%v, %d, %d) = %+v", l, res, cost, denied, d)
 					}
 				}
 			}
-			if dec := u.peek(d); dec.RetryAfter < 0 || dec.ResetAfter < 0 || dec.Remaining < 0 {
-				t.Fatalf("%v: peek(%+v) = %+v", l, d, dec)
+			if d := rs.Peek(st[:], 0); d.RetryAfter < 0 || d.ResetAfter < 0 || d.Remaining < 0 {
+				t.Fatalf("%v: Peek(%v) = %+v", l, res, d)
 			}
 		}
 	}
 }
 
-// TestCheckReply rejects every reply outside the script's range.
-func TestCheckReply(t *testing.T) {
-	u, err := compileUnits(keyrate.Limit{Rate: 7, Per: 3 * time.Second, Burst: 5}) // k > 1
+// TestReadRejects rejects every reply outside the script's range.
+func TestReadRejects(t *testing.T) {
+	pl, err := newPlan(keyrate.Policy{Name: "p", Limits: []keyrate.Limit{{Rate: 7, Per: 3 * time.Second, Burst: 5}, keyrate.PerHour(3)}}) // k > 1
 	if err != nil {
 		t.Fatal(err)
 	}
+	k, g := pl.units[0].k, int64(pl.units[0].g)
 	for _, res := range [][]int64{
 		nil,
-		{1, 0, 0},
-		{1, 0, 0, 0, 0},
-		{2, 0, 0, 0},
-		{-1, 0, 0, 0},
-		{0, -1, 0, 0},
-		{0, maxDebtMicros + 1, 0, 0},
-		{0, -1 << 63, 0, 0},
-		{0, 0, -1, 0},
-		{0, 0, u.k, 0},
-		{0, 0, 0, 2},
-		{0, 0, 0, -1},
+		{-1, 0, 0, 0, 0},
+		{-1, 0, 0, 0, 0, 0, 0, 0, 0},
+		{2, 0, 0, 0, 0, 0, 0, 0},
+		{-2, 0, 0, 0, 0, 0, 0, 0},
+		{-1, 2, 0, 0, 0, 0, 0, 0},
+		{-1, -1, 0, 0, 0, 0, 0, 0},
+		{-1, 0, -1, 0, 0, 0, 0, 0},
+		{-1, 0, maxDebtMicros + 1, 0, 0, 0, 0, 0},
+		{-1, 0, -1 << 63, 0, 0, 0, 0, 0},
+		{-1, 0, 0, -1, 0, 0, 0, 0},
+		{-1, 0, 0, k, 0, 0, 0, 0},
+		{-1, 0, 1, 0, -1, 0, 0, 0},
+		{-1, 0, 1, 0, g, 0, 0, 0},
+		{-1, 0, 0, 0, 1, 0, 0, 0}, // a full window less a tick
+		{-1, 0, 0, 0, 0, 0, 0, int64(pl.units[1].g)},
 	} {
-		if err := u.checkReply(res); err == nil {
-			t.Errorf("checkReply(%v) = nil, want an error", res)
+		var st [2]keyrate.State
+		if _, _, err := pl.read(res, st[:]); err == nil {
+			t.Errorf("read(%v) = nil, want an error", res)
 		}
 	}
 }
