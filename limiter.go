@@ -38,15 +38,16 @@ type Limiter interface {
 // policy it was last decided under. When a key's policy changes (SetPolicy,
 // or the key moves to another tier), its next request is decided under the
 // new policy, with the key's state carried over at that request (until
-// then it refills at its old rates): window i keeps the tokens it holds
-// under the old window i, capped at its new Burst, and then refills at its
-// new rate; a full window stays full, and a window the old
-// policy lacked starts full, as they would for a new key. A client of 100
-// a minute that holds 40 tokens keeps 40 when upgraded to 10 000 a minute,
-// and gains the next one 6ms later; an idle client, whose bucket is full,
-// gets all 10 000; downgraded to 25 a minute, it holds 25. So no sequence
-// of changes hands a key tokens it did not hold, beyond what a full bucket
-// gains, which is what the key would get had it been evicted.
+// then it refills at its old rates): window i keeps the tokens it has
+// spent and not yet refilled under the old window i, which then refill at
+// its new rate, so that it never holds more than the new Burst; a window
+// the old policy lacked starts full, as it would for a new key, and one
+// the new policy lacks is forgotten. A client of 100 a minute that has
+// spent 60 gets 9 940 tokens at once when upgraded to 10 000 a minute;
+// downgraded to 50 a minute, it owes 10 and waits 12s for its next token.
+// Since spent tokens are carried whole, no sequence of changes or tier
+// moves hands a key tokens it has not refilled (windows matched by
+// position; a window dropped and added back starts full).
 type PolicyLimiter interface {
 	Limiter
 

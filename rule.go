@@ -212,37 +212,35 @@ func (p *Rule) Refund(s State, now uint64, cost int) State {
 	return s - State(back)
 }
 
-// Held returns the tokens the bucket in state s holds at tick now, as a
-// fraction num/den (den is the ticks per token), and whether it is full.
-// Carry uses it to carry a bucket's state over to another rule.
-func (p *Rule) Held(s State, now uint64) (num, den uint64, full bool) {
-	debt := p.debt(s, now)
-	if debt >= p.fill {
-		return 0, p.interval, false
-	}
-	return p.fill - debt, p.interval, debt == 0
-}
+// Debt returns the tokens the bucket in state s lacks at tick now (spent
+// and not yet refilled), as a fraction num/den: num is the debt in ticks
+// and den the ticks per token. Carry uses it to carry a bucket's state
+// over to another rule.
+func (p *Rule) Debt(s State, now uint64) (num, den uint64) { return p.debt(s, now), p.interval }
 
-// Carry returns the state, under p at tick now, of a bucket that held
-// num/den tokens under another rule (from Held): the rule by which a key
-// keeps its state when its limit changes. It keeps the tokens, capped at
-// p's Burst and rounded down (against the client), and a full bucket
-// stays full, as a new one would be. So a change never gives a key tokens
-// it did not hold, beyond the tokens a full bucket gains from a larger
-// Burst, which an idle key evicted and seen again would gain too.
-func (p *Rule) Carry(num, den uint64, full bool, now uint64) State {
-	if full {
+// Carry returns the state, under p at tick now, of a bucket that lacks
+// num/den tokens (from Debt under another rule): the rule by which a key
+// keeps its state when its limit changes. The tokens spent and not yet
+// refilled carry over whole, rounded up (against the client), and refill
+// at p's rate: the bucket holds Burst − num/den tokens of p, and none
+// (owing the rest) if that is negative. A full bucket stays full, as a new
+// one would be, and a bucket full under one rule is full under every
+// other, so eviction and carrying agree, and no sequence of changes hands
+// a key tokens it had not refilled: a change never mints tokens. The debt
+// is capped at 2^62 ticks, so that the state stays within its bounds.
+func (p *Rule) Carry(num, den uint64, now uint64) State {
+	if num == 0 {
 		return State(now)
 	}
 	hi, lo := bits.Mul64(num, p.interval)
-	if hi >= den { // more ticks of tokens than any fill time: full
-		return State(now)
+	if hi >= den {
+		return State(now + maxTicks)
 	}
-	held, _ := bits.Div64(hi, lo, den) // rounded down
-	if held >= p.fill {
-		return State(now)
+	q, r := bits.Div64(hi, lo, den)
+	if r != 0 {
+		q++
 	}
-	return State(now + p.fill - held)
+	return State(now + min(q, maxTicks))
 }
 
 // Encode returns the state of a bucket holding tokens tokens at tick now,

@@ -144,9 +144,10 @@ func (rs *Rules) Reading(s []State) time.Duration {
 // Carry fills into, one state per window of rs, with the states of a key
 // whose states under rules from were s, for a request at clock reading t:
 // the rule by which a key keeps its state when its policy changes. Window
-// i keeps the tokens it holds under window i of from, capped at its new
-// Burst, and a full window stays full (see Rule.Carry); a window from did
-// not have starts full, as for a new key. from and rs must share a clock
+// i keeps the tokens it has spent and not yet refilled under window i of
+// from, which refill at its new rate (see Rule.Carry); a window from did
+// not have starts full, as for a new key, and a window rs lacks is
+// forgotten. from and rs must share a clock
 // and an epoch (both compiled by one store).
 //
 // A key's state is carried over at its first request under rs, not when
@@ -162,8 +163,8 @@ func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 			continue
 		}
 		f := &from.rules[i]
-		num, den, full := f.Held(s[i], f.Ticks(t))
-		into[i] = r.Carry(num, den, full, now)
+		num, den := f.Debt(s[i], f.Ticks(t))
+		into[i] = r.Carry(num, den, now)
 	}
 }
 

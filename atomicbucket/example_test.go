@@ -59,8 +59,8 @@ func Example_tiers() {
 	fmt.Println("pro:", count("bob", pro))
 	fmt.Println("internal:", count("batch", internal))
 
-	// Upgrading a policy takes effect at bob's next request: he keeps the
-	// tokens he holds (none) and refills at the new rate, 10 a second.
+	// Upgrading a policy takes effect at bob's next request: the 5 tokens
+	// he spent carry over, so he holds 595 of the new 600 a minute.
 	store.SetPolicy(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(600)}})
 	fmt.Println("pro, upgraded:", count("bob", pro))
 	clk.Advance(time.Second)
@@ -69,7 +69,7 @@ func Example_tiers() {
 	// free: 2
 	// pro: 5
 	// internal: 10
-	// pro, upgraded: 0
+	// pro, upgraded: 10
 	// a second later: 10
 }
 
