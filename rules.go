@@ -67,7 +67,8 @@ func (rs *Rules) Len() int { return len(rs.rules) }
 // fast path, which is exactly the single-limit arithmetic.
 func (rs *Rules) Rule(i int) *Rule { return &rs.rules[i] }
 
-// Now reads the clock, for the methods that take a reading t.
+// Now reads the clock, for the methods that take a reading t. An
+// unlimited policy has no clock, and reads 0.
 func (rs *Rules) Now() time.Duration {
 	if len(rs.rules) == 0 {
 		return 0

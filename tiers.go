@@ -62,6 +62,9 @@ func NewPolicies(limit Limit, set Settings) (*Policies, error) {
 	if c == nil {
 		c = clock.System()
 	}
+	if _, err := compile(limit); err != nil {
+		return nil, err // checked even when a policy named DefaultPolicy replaces it
+	}
 	ps := &Policies{clock: c, epoch: c.Now(), fn: set.PolicyFunc}
 	names := make(map[string]*tierSlot, len(set.Policies)+1)
 	for _, p := range set.Policies {
@@ -77,9 +80,6 @@ func NewPolicies(limit Limit, set Settings) (*Policies, error) {
 		names[p.Name] = slot
 	}
 	if names[DefaultPolicy] == nil {
-		if _, err := compile(limit); err != nil {
-			return nil, err
-		}
 		rs, err := compileRules(Policy{Name: DefaultPolicy, Limits: []Limit{limit}}, ps.clock, ps.epoch)
 		if err != nil {
 			return nil, err

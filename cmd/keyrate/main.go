@@ -5,7 +5,17 @@
 //
 // decides a recorded stream of requests with one of the library's stores on
 // a manual clock and prints allow or deny for each; "keyrate replay -h"
-// describes its input. Run "keyrate -h" for the full list.
+// describes its input.
+//
+//	keyrate report [-o DIR] RESULTS [AFTER]
+//
+// writes the benchmark comparison report from saved benchmark output, and
+//
+//	keyrate serve [-addr ADDR] [-policies FILE -tier-header NAME] ...
+//
+// runs an HTTP server that rate-limits by client, with tiers read from a
+// policies file. Run "keyrate -h" for the full list, and "keyrate CMD -h"
+// for a command's flags.
 //
 // Exit status: 0 on success, 1 when reading the input or writing the output
 // fails, 2 for a usage error or bad input.
