@@ -30,18 +30,23 @@ import (
 //     other window is checked one way only: the implementation holds no
 //     more tokens than the reference, and so never admits a request the
 //     reference would deny.
-//   - Carry rounds the tokens a window held that are not a whole number of
-//     the new window's ticks down to the tick below, against the client:
-//     the new window then holds less than one tick's worth of a token
-//     (1/Interval of a token, Interval being the ticks per token) fewer
-//     than the ideal min(Burst', held), so it answers a request, and is
-//     full again, at most one tick (1/Scale ns) later than the ideal
-//     bucket would. The reference applies the same rounding
-//     (refWindow.carryFrom) so that it can keep comparing exactly;
-//     TestRulesCarryRounding checks that the rounding is down and by less
-//     than a tick. At whole-nanosecond clock readings one such rounding
-//     changes no Decision field (every threshold is a whole number of
-//     ticks); a second carry of an already rounded window can.
+//   - Carry carries a window's debt (the tokens it has spent and not yet
+//     refilled) whole, and rounds a debt that is not a whole number of the
+//     new window's ticks up to the tick above, against the client: the new
+//     window then lacks less than one tick's worth of a token (1/Interval
+//     of a token, Interval being the ticks per token) more than the old
+//     debt, so it answers a request, and is full again, at most one tick
+//     (1/Scale ns) later than the ideal bucket would. The reference applies
+//     the same rounding (refWindow.carryFrom) so that it can keep comparing
+//     exactly; TestRulesCarryRounding checks that the rounding is up and by
+//     less than a tick. At whole-nanosecond clock readings one such
+//     rounding changes no Decision field (every threshold is a whole
+//     number of ticks); a second carry of an already rounded window can.
+//   - The debt is not capped at the new Burst: a window carried to a
+//     smaller one can owe tokens, and the reference's window then holds a
+//     negative number of them (Remaining 0, and a RetryAfter longer than
+//     the fill time). Carry caps a debt only at 2^62 ticks, which no
+//     reference run reaches (TestRulesCarryCap checks the cap).
 
 // ratInt returns n as a big.Rat.
 func ratInt(n int64) *big.Rat { return new(big.Rat).SetInt64(n) }
@@ -59,7 +64,9 @@ func ceilRat(r *big.Rat) *big.Int {
 }
 
 // refWindow is one window of the reference: an ideal token bucket holding
-// tokens ∈ [0, Burst], which grow by Rate/Per every nanosecond.
+// tokens ≤ Burst, which grow by Rate/Per every nanosecond. They are
+// negative while the window owes tokens, after a carry to a window whose
+// Burst is below the debt it carried.
 type refWindow struct {
 	limit  keyrate.Limit
 	rule   *keyrate.Rule // the implementation's window: for Exact and Scale
@@ -89,7 +96,13 @@ func (w *refWindow) refill(d time.Duration) {
 
 func (w *refWindow) holds(cost int) bool { return w.tokens.Cmp(ratInt(int64(cost))) >= 0 }
 
-func (w *refWindow) whole() int { return int(floorRat(w.tokens).Int64()) }
+// whole returns the whole tokens the window holds: none while it owes.
+func (w *refWindow) whole() int {
+	if w.tokens.Sign() <= 0 {
+		return 0
+	}
+	return int(floorRat(w.tokens).Int64())
+}
 
 // debt returns the tokens spent and not yet refilled.
 func (w *refWindow) debt() *big.Rat { return new(big.Rat).Sub(w.burst(), w.tokens) }
@@ -122,29 +135,27 @@ func (w *refWindow) interval() *big.Rat {
 }
 
 // carryFrom sets w, a window of a key's new policy and full, from old,
-// window i of its previous one: a full window stays full, and otherwise w
-// holds what old held, capped at its Burst. For an exact rule the tokens
-// are first rounded down to a whole tick of w's rule, as Rule.Carry
-// documents (see the file comment); a coarse rule's ticks are not a known
-// fraction of a token, and there the unrounded tokens keep the reference
-// an upper bound.
+// window i of its previous one: w lacks the tokens old lacked (its debt),
+// uncapped, so that it owes what the debt exceeds its Burst by, and a full
+// window stays full. For an exact rule the debt is first rounded up to a
+// whole tick of w's rule, as Rule.Carry documents (see the file comment); a
+// coarse rule's ticks are not a known fraction of a token, and there the
+// unrounded debt keeps the reference an upper bound.
 func (w *refWindow) carryFrom(old *refWindow) {
 	w.exact = w.rule.Exact() && old.exact
-	if old.tokens.Cmp(old.burst()) == 0 {
+	debt := old.debt()
+	if debt.Sign() == 0 {
 		return
 	}
-	held := old.tokens
 	if w.rule.Exact() {
 		interval := w.interval()
 		if !interval.IsInt() {
 			panic(fmt.Sprintf("%v: an exact rule with %v ticks a token", w.limit, interval))
 		}
-		ticks := floorRat(new(big.Rat).Mul(held, interval))
-		held = new(big.Rat).Quo(new(big.Rat).SetInt(ticks), interval)
+		ticks := ceilRat(new(big.Rat).Mul(debt, interval))
+		debt = new(big.Rat).Quo(new(big.Rat).SetInt(ticks), interval)
 	}
-	if held.Cmp(w.tokens) < 0 {
-		w.tokens = held
-	}
+	w.tokens = new(big.Rat).Sub(w.burst(), debt)
 }
 
 // refBucket is one key's bucket in the reference: a window per limit of
@@ -219,9 +230,9 @@ func (b *refBucket) refund(cost int) {
 	}
 }
 
-// carry moves the bucket to rs's policy: window i keeps the tokens of the
-// old window i, capped at its new Burst, and a full window stays full; a
-// window the old policy lacked starts full.
+// carry moves the bucket to rs's policy: window i lacks the tokens the old
+// window i lacked, uncapped (so a full window stays full); a window the old
+// policy lacked starts full, and one rs lacks is forgotten.
 func (b *refBucket) carry(rs *keyrate.Rules) {
 	nb := newRefBucket(rs, b.at)
 	for i, w := range nb.w {
@@ -239,18 +250,32 @@ func fmtDecision(d keyrate.Decision) string {
 }
 
 // held returns the tokens the window of rule in state s holds at reading
-// t, exactly, and whether it is full, from the documented encoding: s is
-// the tick at which the window is next full, and it lacks a token for
-// every Interval ticks before that (Interval = Encode(Burst−1, 0), the
-// state of a window one token short at tick 0).
+// t, exactly (negative while it owes), and whether it is full, from the
+// documented encoding: s is the tick at which the window is next full, and
+// it lacks a token for every ruleInterval ticks before that.
 func held(rule *keyrate.Rule, s keyrate.State, t time.Duration) (*big.Rat, bool) {
 	now := rule.Ticks(t)
 	burst := rule.Limit().Burst
 	if rule.Full(s, now) {
 		return ratInt(int64(burst)), true
 	}
-	debt := new(big.Rat).SetFrac(new(big.Int).SetUint64(uint64(s)-now), new(big.Int).SetUint64(uint64(rule.Encode(burst-1, 0))))
+	debt := new(big.Rat).SetFrac(new(big.Int).SetUint64(uint64(s)-now), new(big.Int).SetUint64(ruleInterval(rule)))
 	return new(big.Rat).Sub(ratInt(int64(burst)), debt), false
+}
+
+// ruleInterval returns rule's ticks per token, Encode(Burst−1, 0): the
+// state of a window one token short at tick 0.
+func ruleInterval(rule *keyrate.Rule) uint64 { return uint64(rule.Encode(rule.Limit().Burst-1, 0)) }
+
+// carried returns the tokens a window of rule holds after a carry from a
+// window of Burst burst0 that held old: it lacks what that window lacked
+// (burst0 − old tokens, its debt), rounded up to a whole tick of rule and
+// not capped at its Burst (Rule.Carry's cap at 2^62 ticks aside).
+func carried(rule *keyrate.Rule, old *big.Rat, burst0 int) *big.Rat {
+	debt := new(big.Rat).Sub(ratInt(int64(burst0)), old)
+	interval := new(big.Rat).SetInt(new(big.Int).SetUint64(ruleInterval(rule)))
+	ticks := ceilRat(debt.Mul(debt, interval))
+	return new(big.Rat).Sub(ratInt(int64(rule.Limit().Burst)), new(big.Rat).Quo(new(big.Rat).SetInt(ticks), interval))
 }
 
 // byteSource hands out a fuzzer's bytes as small numbers, zeros once
@@ -338,6 +363,7 @@ type refStats struct {
 	allowed, denied, refunds, carries int
 	exactDecisions, boundDecisions    int // compared exactly, one way only
 	inexactCarries                    int // carries whose debt the reference rounded
+	owingCarries                      int // windows carried over owing tokens
 }
 
 // refRun drives one key's states under keyrate.Rules and the reference
@@ -548,16 +574,29 @@ func (r *refRun) carry(to *keyrate.Rules) {
 	into := make([]keyrate.State, to.Len())
 	to.Carry(r.rs, r.s, t, into)
 	r.ref.carry(to)
-	for i := range min(len(into), r.rs.Len()) {
-		// A carry hands a window no tokens it did not hold, but for a
-		// full window staying full.
-		old, oldFull := held(r.rs.Rule(i), r.s[i], t)
-		now, _ := held(to.Rule(i), into[i], t)
-		if !oldFull && now.Cmp(old) > 0 {
-			r.fatalf("Carry to %v: window %d held %v tokens, now %v", to.Policy(), i, old.RatString(), now.RatString())
+	for i := range to.Len() {
+		// Window i lacks what it lacked, in tokens, rounded up to a whole
+		// tick of its new rule, whichever the rules (coarse ones too):
+		// the implementation's own debt carries whole, and a full window
+		// stays full. A window the old policy lacked starts full.
+		now, nowFull := held(to.Rule(i), into[i], t)
+		if i >= r.rs.Len() {
+			if !nowFull {
+				r.fatalf("Carry to %v: window %d, which %v lacked, holds %v tokens, not full", to.Policy(), i, r.rs.Name(), now.RatString())
+			}
+			continue
 		}
-		if ticks := new(big.Rat).Mul(old, r.ref.w[i].interval()); !oldFull && !ticks.IsInt() && r.ref.w[i].rule.Exact() {
+		old, oldFull := held(r.rs.Rule(i), r.s[i], t)
+		if want := carried(to.Rule(i), old, r.rs.Rule(i).Limit().Burst); nowFull != oldFull || now.Cmp(want) != 0 {
+			r.fatalf("Carry to %v: window %d held %v tokens (full %v), now %v (full %v); want %v",
+				to.Policy(), i, old.RatString(), oldFull, now.RatString(), nowFull, want.RatString())
+		}
+		debt := new(big.Rat).Sub(ratInt(int64(r.rs.Rule(i).Limit().Burst)), old)
+		if ticks := debt.Mul(debt, r.ref.w[i].interval()); !oldFull && !ticks.IsInt() && r.ref.w[i].rule.Exact() {
 			r.stats.inexactCarries++
+		}
+		if now.Sign() < 0 {
+			r.stats.owingCarries++
 		}
 	}
 	r.rs, r.s = to, into
@@ -637,11 +676,12 @@ func TestRulesReference(t *testing.T) {
 		total.exactDecisions += st.exactDecisions
 		total.boundDecisions += st.boundDecisions
 		total.inexactCarries += st.inexactCarries
+		total.owingCarries += st.owingCarries
 	}
 	t.Logf("%+v", total)
 	// The runs must exercise every case, or they check little.
 	if total.allowed < 1000 || total.denied < 1000 || total.refunds < 500 || total.carries < 100 ||
-		total.exactDecisions < 1000 || total.boundDecisions < 100 || total.inexactCarries < 10 {
+		total.exactDecisions < 1000 || total.boundDecisions < 100 || total.inexactCarries < 10 || total.owingCarries < 10 {
 		t.Errorf("the runs exercised too little: %+v", total)
 	}
 }
@@ -959,10 +999,12 @@ func TestRulesCarrySteps(t *testing.T) {
 	t.Run("upgrade", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
 			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
-			// The 40 held carry over, 9960 short of full at 6ms a token.
-			{at: 0, op: opCarry, to: toPro, want: stepAllow(0, 40, 59760*ms, 59760*ms)},
-			// And refill at the new rate: one more 6ms later.
-			{at: 6 * ms, op: opTake, cost: 41, want: stepAllow(0, 0, time.Minute, time.Minute)},
+			// The 60 spent carry over: 9940 at once, 360ms from full at
+			// 6ms a token.
+			{at: 0, op: opCarry, to: toPro, want: stepAllow(0, 9940, 360*ms, 360*ms)},
+			// And refill at the new rate: 354ms + 41·6ms.
+			{at: 6 * ms, op: opTake, cost: 41, want: stepAllow(0, 9900, 600*ms, 600*ms)},
+			{at: 6 * ms, op: opTake, cost: 9900, want: stepAllow(0, 0, time.Minute, time.Minute)},
 			{at: 6 * ms, op: opTake, cost: 1, want: stepDeny(0, 0, 6*ms, time.Minute, time.Minute)},
 		})
 	})
@@ -976,21 +1018,43 @@ func TestRulesCarrySteps(t *testing.T) {
 	t.Run("downgrade", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
 			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
-			// 40 held, under the new Burst of 50: 10 short at 1.2s a token.
-			{at: 0, op: opCarry, to: toSmall, want: stepAllow(0, 40, 12*time.Second, 12*time.Second)},
-			{at: 0, op: opTake, cost: 40, want: stepAllow(0, 0, time.Minute, time.Minute)},
-			// None held carries as none, never fewer.
-			{at: 0, op: opCarry, to: toBasic, want: stepDeny(0, 0, 600*ms, time.Minute, time.Minute)},
-			// Half a token of basic, 300ms later, is half a token of small.
-			{at: 300 * ms, op: opCarry, to: toSmall, want: stepDeny(0, 0, 600*ms, 59400*ms, 59400*ms)},
+			// 60 spent, above the new Burst of 50: none held, 10 owed, at
+			// 1.2s a token. A token is 11 tokens' time away, 13.2s, and
+			// the bucket 60 tokens', 72s, from full: beyond its fill time.
+			{at: 0, op: opCarry, to: toSmall, want: stepDeny(0, 0, 13200*ms, 72*time.Second, 72*time.Second)},
+			{at: 0, op: opTake, cost: 1, want: stepDeny(0, 0, 13200*ms, 72*time.Second, 72*time.Second)},
+			{at: 0, op: opTake, cost: 5, want: stepDeny(0, 0, 18*time.Second, 72*time.Second, 72*time.Second)},
+			{at: 13199 * ms, op: opPeek, want: stepDeny(0, 0, 1*ms, 58801*ms, 58801*ms)},
+			{at: 13200 * ms, op: opTake, cost: 1, want: stepAllow(0, 0, time.Minute, time.Minute)},
+			{at: 13200 * ms, op: opTake, cost: 1, want: stepDeny(0, 0, 1200*ms, time.Minute, time.Minute)},
+			// Back to basic: the 50 spent are 50 of basic, 30s at 600ms
+			// a token.
+			{at: 13200 * ms, op: opCarry, to: toBasic, want: stepAllow(0, 50, 30*time.Second, 30*time.Second)},
+			// 49.5 spent, 300ms later, are 49.5 of small: half a token
+			// short of one.
+			{at: 13500 * ms, op: opCarry, to: toSmall, want: stepDeny(0, 0, 600*ms, 59400*ms, 59400*ms)},
 		})
 	})
-	t.Run("downgrade capped at the new burst", func(t *testing.T) {
+	t.Run("downgrade and back", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
-			// 90 held are 50 under a Burst of 50, never more.
+			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
+			// A round trip at one instant leaves the bucket as it was:
+			// the 10 owed under small are not forgiven.
+			{at: 0, op: opCarry, to: toSmall, want: stepDeny(0, 0, 13200*ms, 72*time.Second, 72*time.Second)},
+			{at: 0, op: opCarry, to: toBasic, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
+			// Through pro too, owing or not.
+			{at: 0, op: opCarry, to: toSmall, want: stepDeny(0, 0, 13200*ms, 72*time.Second, 72*time.Second)},
+			{at: 0, op: opCarry, to: toPro, want: stepAllow(0, 9940, 360*ms, 360*ms)},
+			{at: 0, op: opCarry, to: toBasic, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
+		})
+	})
+	t.Run("downgrade of a bucket that spent little", func(t *testing.T) {
+		runSteps(t, policies, []rulesStep{
+			// 10 spent are 10 spent under a Burst of 50: 40 held.
 			{at: 0, op: opTake, cost: 10, want: stepAllow(0, 90, 6*time.Second, 6*time.Second)},
-			{at: 0, op: opCarry, to: toSmall, want: stepAllow(0, 50, 0, 0)},
-			{at: 0, op: opTake, cost: 50, want: stepAllow(0, 0, time.Minute, time.Minute)},
+			{at: 0, op: opCarry, to: toSmall, want: stepAllow(0, 40, 12*time.Second, 12*time.Second)},
+			{at: 0, op: opTake, cost: 41, want: stepDeny(0, 40, 1200*ms, 12*time.Second, 12*time.Second)},
+			{at: 0, op: opTake, cost: 40, want: stepAllow(0, 0, time.Minute, time.Minute)},
 			{at: 0, op: opTake, cost: 1, want: stepDeny(0, 0, 1200*ms, time.Minute, time.Minute)},
 		})
 	})
@@ -1027,10 +1091,11 @@ func TestRulesCarrySteps(t *testing.T) {
 	})
 }
 
-// TestRulesCarryRounding: Carry keeps the tokens a window held, capped at
-// the new Burst and rounded down to a whole tick of the new window (less
-// than 1/Interval of a token, Interval being its ticks per token), never
-// up; exactly when they are a whole number of ticks.
+// TestRulesCarryRounding: Carry keeps the tokens a window lacked (its
+// debt), uncapped by the new Burst and rounded up to a whole tick of the
+// new window (by less than 1/Interval of a token, Interval being its ticks
+// per token), never down; exactly when the debt is a whole number of
+// ticks. A full window stays full, and only a full one is full after.
 func TestRulesCarryRounding(t *testing.T) {
 	limits := []keyrate.Limit{
 		keyrate.PerSecond(3), keyrate.PerSecond(10), keyrate.PerSecond(7).WithBurst(20),
@@ -1046,8 +1111,9 @@ func TestRulesCarryRounding(t *testing.T) {
 		pool = append(pool, rs)
 	}
 	// PerSecond(3) counts thirds of a nanosecond; PerSecond(10) whole ones.
-	// Take 1 of 3, and 1ns later the window holds 2 and 3 billionths, a
-	// fraction of a nanosecond's tick at 10 a second: rounded down to 2.
+	// Take 1 of 3, and 1ns later the window lacks 1 less 3 billionths, a
+	// fraction of a nanosecond's tick at 10 a second: rounded up to 1, so
+	// that the window holds 9 of 10.
 	s := []keyrate.State{0}
 	pool[0].Take(s, clk.Now(), 1)
 	clk.Advance(1)
@@ -1056,12 +1122,12 @@ func TestRulesCarryRounding(t *testing.T) {
 	if h, _ := held(pool[0].Rule(0), s[0], clk.Now()); h.Cmp(big.NewRat(2_000_000_003, 1_000_000_000)) != 0 {
 		t.Fatalf("PerSecond(3) after a take and 1ns holds %v, want 2 and 3/10^9", h.RatString())
 	}
-	if h, _ := held(pool[1].Rule(0), into[0], clk.Now()); h.Cmp(ratInt(2)) != 0 {
-		t.Fatalf("carried to PerSecond(10): holds %v, want 2 (rounded down)", h.RatString())
+	if h, _ := held(pool[1].Rule(0), into[0], clk.Now()); h.Cmp(ratInt(9)) != 0 {
+		t.Fatalf("carried to PerSecond(10): holds %v, want 9 (a debt of 1 less 3/10^9, rounded up)", h.RatString())
 	}
 
 	rng := rand.New(rand.NewPCG(7, 8))
-	rounded := 0
+	rounded, owing := 0, 0
 	for i := range 5000 {
 		from, to := pool[rng.IntN(len(pool))], pool[rng.IntN(len(pool))]
 		s := []keyrate.State{0}
@@ -1075,30 +1141,75 @@ func TestRulesCarryRounding(t *testing.T) {
 		into := []keyrate.State{0}
 		to.Carry(from, s, now, into)
 		got, gotFull := held(to.Rule(0), into[0], now)
-		w := newRefWindow(to.Rule(0).Limit(), to.Rule(0))
-		burst := w.burst()
-		interval := w.interval()
-		switch {
-		case full || old.Cmp(burst) >= 0:
-			if !gotFull {
-				t.Fatalf("case %d: %v holding %v (full %v) carried to %v holds %v, want a full bucket",
-					i, from.Rule(0).Limit(), old.RatString(), full, to.Rule(0).Limit(), got.RatString())
-			}
-		default:
-			// old − 1/Interval < got ≤ old, and got·Interval whole.
-			low := new(big.Rat).Sub(old, new(big.Rat).Inv(interval))
-			ticks := new(big.Rat).Mul(got, interval)
-			if got.Cmp(old) > 0 || got.Cmp(low) <= 0 || !ticks.IsInt() {
-				t.Fatalf("case %d: %v holding %v carried to %v holds %v, want it rounded down to a whole tick (1/%v of a token)",
-					i, from.Rule(0).Limit(), old.RatString(), to.Rule(0).Limit(), got.RatString(), interval.RatString())
-			}
-			if got.Cmp(old) != 0 {
-				rounded++
-			}
+		debt := new(big.Rat).Sub(ratInt(int64(from.Rule(0).Limit().Burst)), old)
+		gotDebt := new(big.Rat).Sub(ratInt(int64(to.Rule(0).Limit().Burst)), got)
+		interval := newRefWindow(to.Rule(0).Limit(), to.Rule(0)).interval()
+		// debt ≤ gotDebt < debt + 1/Interval, and gotDebt·Interval whole.
+		high := new(big.Rat).Add(debt, new(big.Rat).Inv(interval))
+		ticks := new(big.Rat).Mul(gotDebt, interval)
+		if gotFull != full || gotDebt.Cmp(debt) < 0 || gotDebt.Cmp(high) >= 0 || !ticks.IsInt() {
+			t.Fatalf("case %d: %v lacking %v (full %v) carried to %v lacks %v (full %v), want it rounded up to a whole tick (1/%v of a token)",
+				i, from.Rule(0).Limit(), debt.RatString(), full, to.Rule(0).Limit(), gotDebt.RatString(), gotFull, interval.RatString())
+		}
+		if gotDebt.Cmp(debt) != 0 {
+			rounded++
+		}
+		if got.Sign() < 0 {
+			owing++
 		}
 	}
-	if rounded < 100 {
-		t.Errorf("only %d of the carries rounded", rounded)
+	if rounded < 100 || owing < 100 {
+		t.Errorf("only %d of the carries rounded, and %d owe tokens", rounded, owing)
+	}
+}
+
+// TestRulesCarryCap: Carry caps a debt at 2^62 ticks of the new window,
+// and only there: a debt of 2^32 tokens of a nanosecond each carries whole
+// to a window of a token a second; one of 2^62 tokens, 2^62 seconds of that
+// window, is 2^62 ticks (146 years), not a wrapped state.
+func TestRulesCarryCap(t *testing.T) {
+	clk := clock.NewManual(time.Hour)
+	rules := func(l keyrate.Limit) *keyrate.Rules {
+		t.Helper()
+		rs, err := keyrate.NewRules(keyrate.Policy{Name: l.String(), Limits: []keyrate.Limit{l}}, clk)
+		if err != nil {
+			t.Fatalf("NewRules(%v): %v", l, err)
+		}
+		return rs
+	}
+	const cap62 = 1 << 62
+	fast := rules(keyrate.Limit{Rate: 1, Per: time.Nanosecond, Burst: cap62})
+	slow := rules(keyrate.PerSecond(1))
+	if fast.Rule(0).Scale() != 1 || slow.Rule(0).Scale() != 1 {
+		t.Fatalf("scales %d and %d, want 1", fast.Rule(0).Scale(), slow.Rule(0).Scale())
+	}
+	for _, c := range []struct {
+		cost  int
+		ticks uint64 // the carried debt in ticks of slow
+	}{
+		{1 << 32, 1 << 32 * uint64(time.Second)}, // 2^32·10^9 < 2^62
+		{cap62, cap62},
+		{cap62 / int(time.Second), cap62 / uint64(time.Second) * uint64(time.Second)},
+		{cap62/int(time.Second) + 1, cap62},
+	} {
+		now := clk.Now()
+		s := []keyrate.State{0}
+		if denied := fast.Take(s, now, c.cost); denied >= 0 {
+			t.Fatalf("Take(cost %d) from a full %v denied", c.cost, fast.Policy().Limits[0])
+		}
+		into := []keyrate.State{0}
+		slow.Carry(fast, s, now, into)
+		r := slow.Rule(0)
+		if got := uint64(into[0]) - r.Ticks(now); uint64(into[0]) < r.Ticks(now) || got != c.ticks {
+			t.Errorf("a debt of %d tokens of 1ns carried to %v: state %d at tick %d, a debt of %d ticks; want %d",
+				c.cost, r.Limit(), into[0], r.Ticks(now), int64(got), c.ticks)
+		}
+		d := slow.Peek(into, now)
+		if want := time.Duration(c.ticks); d.Allowed || d.Remaining != 0 || d.ResetAfter != want || d.RetryAfter != want {
+			t.Errorf("a debt of %d tokens carried to %v: Peek = %s, want denied, reset and retry after %v",
+				c.cost, r.Limit(), fmtDecision(d), want)
+		}
+		clk.Advance(time.Second)
 	}
 }
 
@@ -1114,8 +1225,6 @@ func TestRulesCarryRounding(t *testing.T) {
 // policy is chosen per request (AllowTier, WithPolicyFunc on request
 // attributes), so this is a bound an attacker can probe.
 func TestRulesCarryMintsNothing(t *testing.T) {
-	t.Skip("bug: Carry caps a window's tokens at the new Burst, leaving a window that held at least that Burst full, " +
-		"and a full window stays full when carried back: alternating 1000/min and 10/min admits 990 more each round trip")
 	policies := []keyrate.Policy{
 		{Name: "browse", Limits: []keyrate.Limit{keyrate.PerMinute(1000)}},
 		{Name: "search", Limits: []keyrate.Limit{keyrate.PerMinute(10)}},
@@ -1177,8 +1286,10 @@ func TestRulesCarryMintsNothing(t *testing.T) {
 		}
 		return true
 	}
-	// browse spends all but search's Burst of 10; search, capped at its
-	// Burst, is full; browse again, carried from a full window, is full.
+	// browse spends all but search's Burst of 10; search then holds none
+	// (it owes 980), and browse again holds 10, not 1000. Capping a
+	// carried window's tokens at the new Burst made search full, and a
+	// full window stays full, so this admitted 990 more each round trip.
 	var moves []move
 	for range 10 {
 		moves = append(moves, move{to: 0, step: time.Nanosecond, spare: 10}, move{to: 1, step: time.Nanosecond, spare: 1 << 30})
