@@ -67,3 +67,59 @@ func ExampleStore_PolicyCheck() {
 	// <nil>
 	// true true
 }
+
+// Tiers pick a policy per request: here "internal" is unlimited, so it is
+// answered without a call to Redis, which is down (nothing listens on port
+// 1), while "free" needs Redis and, under FailClosed, is denied until the
+// tokens of both its windows could have accrued. A tier the store lacks
+// is an error.
+func ExampleStore_AllowTier() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond),
+		keyrate.WithPolicies(
+			keyrate.Policy{Name: "free", Limits: []keyrate.Limit{keyrate.PerSecond(1), keyrate.PerHour(100)}},
+			keyrate.Unlimited("internal")))
+	if err != nil {
+		panic(err)
+	}
+	internal, _ := limiter.Tier("internal")
+	d, err := limiter.AllowTier("build-bot", internal, 1)
+	fmt.Println(d.Allowed, d.Policy, err)
+
+	free, _ := limiter.Tier("free")
+	d, err = limiter.AllowTier("alice", free, 1)
+	fmt.Println(d.Allowed, d.Policy, d.RetryAfter, errors.Is(err, redisbucket.ErrUnavailable))
+
+	_, err = limiter.Tier("gold")
+	fmt.Println(err)
+	// Output:
+	// true internal <nil>
+	// false free 36s true
+	// keyrate: unknown policy: "gold"
+}
+
+// With no Redis to answer, a FallbackLocal store limits each process on its
+// own, under the same policies: here the two windows of "free", of which
+// the hour's allows 2.
+func ExampleFallbackLocal_policies() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond),
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal),
+		keyrate.WithPolicies(keyrate.Policy{Name: "free", Limits: []keyrate.Limit{keyrate.PerMinute(10), keyrate.PerHour(2)}}))
+	if err != nil {
+		panic(err)
+	}
+	free, _ := limiter.Tier("free")
+	for range 3 {
+		d, err := limiter.AllowTier("alice", free, 1)
+		fmt.Println(d.Allowed, d.Window, d.Remaining, err)
+	}
+	// Output:
+	// true 1 1 <nil>
+	// true 1 0 <nil>
+	// false 1 0 <nil>
+}

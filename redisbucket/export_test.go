@@ -13,3 +13,13 @@ func MaxBurst(l keyrate.Limit) int {
 
 // MaxMicros is the latest time the script reads, in µs.
 const MaxMicros = maxMicros
+
+// ScriptUnits returns l's ticks per µs, ticks per token and ticks to fill
+// in the script's units.
+func ScriptUnits(l keyrate.Limit) (k, interval, fill int64) {
+	u, err := compileUnits(l)
+	if err != nil {
+		panic(err)
+	}
+	return u.k, u.interval, u.fill
+}

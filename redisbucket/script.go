@@ -130,8 +130,8 @@ local function add(a, b)
     c = x >= R and 1 or 0
     t[i] = x - c * R
   end
-  if c > 0 then t[#t + 1] = c end
-  return t
+  t[#t + 1] = c
+  return trim(t)
 end
 local function cmp(a, b)
   if #a ~= #b then return #a - #b end
@@ -150,24 +150,24 @@ local function sub(a, b)
   return trim(t)
 end
 local function divmod(a, b)
-  local q, r = 0, {}
+  local q, r = {}, {}
   for i = #a, 1, -1 do
     for s = 23, 0, -1 do
       local c = math.floor(a[i] / 2 ^ s) % 2
-      for j = 1, #r do
-        local x = r[j] * 2 + c
-        c = x >= R and 1 or 0
-        r[j] = x - c * R
-      end
-      if c > 0 then r[#r + 1] = c end
-      q = q * 2
+      r = add(r, add(r, {c}))
+      q = add(q, q)
       if cmp(r, b) >= 0 then
         r = sub(r, b)
-        q = q + 1
+        q = add(q, {1})
       end
     end
   end
-  return q, r
+  return trim(q), r
+end
+local function num(a)
+  local x = 0
+  for i = #a, 1, -1 do x = x * R + a[i] end
+  return x
 end
 
 local function debt(t, k, r)
@@ -176,21 +176,28 @@ local function debt(t, k, r)
 end
 local function carry(o, s, w)
   if s[1] == 0 and s[2] == 0 then return {0, 0, 0} end
-  local d = s[1] * o[1] + s[2]
-  if s[1] * o[1] > o[4] or d > o[4] or (d == o[4] and s[3] == 0) then return debt(w[4], w[1], 0) end
-  local den = mul(big(o[2]), big(o[3]))
-  local num = mul(add(mul(big(o[4] - d), big(o[3])), big(s[3])), big(w[2]))
-  if cmp(num, mul(big(w[4]), den)) >= 0 then return {0, 0, 0} end
-  local q, rem = divmod(num, den)
-  local r = divmod(mul(rem, big(w[3])), den)
-  return debt(w[4] - q, w[1], r)
+  local q = mul(big(o[2]), big(o[3]))
+  local x = sub(add(mul(big(s[1]), big(o[1] * o[3])), big(s[2] * o[3])), big(s[3]))
+  x = mul(mul(x, big(w[2])), big(w[3]))
+  local y, e = big(4611686018427387904), {}
+  if cmp(x, mul(y, q)) <= 0 then
+    y, e = divmod(x, q)
+    if #e > 0 then y = add(y, {1}) end
+  end
+  local u, v = divmod(y, big(w[1] * w[3]))
+  v = num(v)
+  local c = math.floor((v + w[3] - 1) / w[3])
+  local d = {num(u), c, c * w[3] - v}
+  if c == w[1] then d = {d[1] + 1, 0, d[3]} end
+  if d[1] > 9007199254740992 - now then d = {9007199254740992 - now, 0, 0} end
+  return d
 end
 local function fields(s, m)
   local out = {}
   for f in string.gmatch(s .. ',', '([^,]*),') do
     local t = {}
     for x in string.gmatch(f .. ':', '([^:]*):') do
-      if #x > 16 or not string.find(x, '^%d+$') then return nil end
+      if #x > 16 or not string.find(x, '^%d+$') or (#x == 16 and x > '9007199254740992') then return nil end
       t[#t + 1] = tonumber(x)
     end
     if #t ~= m then return nil end
@@ -217,12 +224,11 @@ elseif v then
   for i = 1, (bad == 0 and #S or 0) do
     local k, g, f = O[i][1], O[i][3], O[i][4]
     local a, b, r = S[i][1], S[i][2], S[i][3] or 0
-    if k < 1 or O[i][2] < 1 or g < 1 or f < 1 or math.max(k, O[i][2], g, f) > 4503599627370496 or
-       b >= k or r >= g or (a - 4503599627370496) * k > f then
+    if k < 1 or O[i][2] < 1 or g < 1 or f < 1 or math.max(k, O[i][2], g, f) > 4503599627370496 or b >= k or r >= g then
       bad = 1
       break
     end
-    old[i] = {0, 0, 0}
+    old[i] = {0, 0, 0, a, b, r}
     if a > now or (a == now and b > 0) then old[i] = {a - now, b, r} end
   end
   for i = 1, (bad == 0 and n or 0) do
@@ -240,25 +246,19 @@ local function ticks(i)
   return D[i][1] * W[i][1] + D[i][2]
 end
 local function put()
-  local parts, ttl, live = {}, 0, false
+  local T, ttl = {}, math.max(tonumber(ARGV[3]), 1)
   for i = 1, n do
-    local du, db, r = D[i][1], D[i][2], D[i][3]
+    local du, db = D[i][1], D[i][2]
     local us = math.fmod(du, 1000)
     local ms = (du - us) / 1000
     if us > 0 or db > 0 then ms = ms + 1 end
-    if ms > 0 then live = true end
     if ms > ttl then ttl = ms end
-    parts[i] = string.format('%.0f:%.0f:%.0f', now + du, db, r)
+    T[i] = {now + du, db, D[i][3]}
+    if D[i][4] then T[i] = {D[i][4], D[i][5], D[i][6]} end
+    T[i] = string.format('%.0f:%.0f:%.0f', T[i][1], T[i][2], T[i][3])
   end
-  if not live then
-    redis.call('DEL', KEYS[1])
-    return
-  end
-  if ttl < tonumber(ARGV[3]) then ttl = tonumber(ARGV[3]) end
-  local value = want .. '/' .. table.concat(parts, ',')
-  if n == 1 and want == base and D[1][3] == 0 then
-    value = string.format('%.0f:%.0f', now + D[1][1], D[1][2])
-  end
+  local value = want .. '/' .. table.concat(T, ',')
+  if n == 1 and want == base and string.find(T[1], ':0$') then value = string.sub(T[1], 1, -3) end
   redis.call('SET', KEYS[1], value, 'PX', string.format('%.0f', ttl))
 end
 
@@ -278,7 +278,9 @@ if cost > 0 then
 elseif cost < 0 and v then
   for i = 1, n do
     local back, t, k = -cost * W[i][2], ticks(i), W[i][1]
-    if t and back >= t then
+    if t == 0 then
+      -- full: keyrate keeps the state as it is
+    elseif t and back >= t then
       D[i] = {0, 0, 0}
     elseif t then
       D[i] = debt(t - back, k, D[i][3])
