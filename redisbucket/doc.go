@@ -1,6 +1,6 @@
 // Package redisbucket is the keyrate store for a fleet: its buckets live in
 // Redis, so every process that shares the server (or Cluster), the key
-// prefix and the limit shares each key's limit.
+// prefix and the policies shares each key's limits.
 //
 //	client := redis.NewClient(&redis.Options{
 //		Addr:                  "redis:6379",
@@ -16,27 +16,63 @@
 //
 // Every call is one round trip: EVALSHA of one Lua script (loaded on first
 // use; EVAL when the server answers NOSCRIPT) on the bucket's one key, so it
-// is atomic and safe on Redis Cluster. The script reads the server's TIME,
-// the one clock of the whole fleet, and runs the same transition as
-// keyrate.Rule: the generic cell rate algorithm on the bucket's
-// theoretical arrival time (TAT), here in integer ticks of 1/k µs, where
-// k is the least unit in which the limit's token interval is whole (k = 1
-// when it is a whole number of µs). Lua numbers are doubles, so every number
-// the script computes is kept below 2^53: the fill time is at most 2^52
-// ticks (142 years at k = 1, checked by New), and time is saturated at 2^52
-// µs of Unix time (the year 2112). The key is written with PX at the
-// instant the bucket is full again, rounded up to a whole ms, so idle keys
-// delete themselves; a denied call and a Peek write nothing (but a spend
-// replaces a malformed value: see below). The server
-// must be Redis 5 or later (the script reads TIME before it writes, which
-// needs effects replication, the default since 5).
+// is atomic and safe on Redis Cluster: every window of a key's policy lives
+// in that one key. The script reads the server's TIME, the one clock of
+// the whole fleet, and runs the same transition as keyrate.Rules: the
+// generic cell rate algorithm on each window's theoretical arrival time
+// (TAT), all windows or none, here in integer ticks of 1/k µs, where k is
+// the least unit in which the window's token interval is whole (k = 1 when
+// it is a whole number of µs). Lua numbers are doubles, so every number the
+// script computes is kept below 2^53: a window's fill time is at most 2^52
+// ticks (142 years at k = 1, checked by New), time is saturated at 2^52 µs
+// of Unix time (the year 2112), and the products of a change of policy
+// (below) are taken on integers of 24-bit limbs. The key is written with
+// PX at the instant its last window is full again, rounded up to a whole
+// ms, so idle keys delete themselves; a denied call and a Peek write
+// nothing (but a spend replaces a malformed value, and carries over a key
+// whose policy changed: see below). The server must be Redis 5 or later
+// (the script reads TIME before it writes, which needs effects
+// replication, the default since 5).
 //
-// The script returns the bucket's debt (TAT − now); Go turns it into the
-// Decision's Remaining, RetryAfter and ResetAfter with keyrate.Rule's
-// rounding. For one schedule of calls at whole-µs times a Store makes the
-// same decisions as the in-process stores, field for field (the tests
-// replay random schedules on both, and run the conformance suite with
-// WithTimeSource, which sends explicit times instead of reading TIME).
+// The script returns each window's debt (TAT − now), and keyrate.Rules
+// builds the Decision from them, as it does in process. For one schedule
+// of calls at whole-µs times a Store makes the same decisions as the
+// in-process stores, field for field (the tests replay random schedules of
+// requests, refunds, tiers and changes of policy on both, and run the
+// conformance suite with WithTimeSource, which sends explicit times
+// instead of reading TIME).
+//
+// # Policies
+//
+// keyrate.WithPolicies, keyrate.WithPolicyFunc, Tier, AllowTier, Refund
+// and SetPolicy work as in the in-process stores (see
+// keyrate.PolicyLimiter). An unlimited policy answers without a call.
+// Policies are per Store: give every process of a fleet the same ones, and
+// make the same SetPolicy calls on each.
+//
+// A key's value records the limits each window was written under, as
+// "K:I:G:F" (ticks per µs, ticks per token, keyrate.Rule's ticks per tick,
+// fill time), beside each window's TAT. A request under other limits (the
+// policy changed, in this process or another, or the key moved to another
+// tier) carries the key over exactly as keyrate.Rules.Carry does, in the
+// same call: window i keeps the tokens it has spent and not yet refilled,
+// which then refill at the new rate, to keyrate's cap of 2^62 of its ticks;
+// a window the old value lacks starts full. The carried state is written
+// at once, by a spend even when it is denied, and by a refund. Since only
+// the limits are recorded, a change to the same limits is no change: an
+// in-process store carries the key over to the new version anyway, which
+// only shows once its clock has gone back.
+//
+// A value of one window, under window 0 of the default policy New
+// compiled, is written "a:b" (the TAT in whole µs and ticks), as the
+// previous version of this package wrote every value, so that a fleet can
+// be upgraded one process at a time: this version reads the old values as
+// that window, and the old one reads those this version writes for its
+// default policy. A value of several windows, or of another policy, is
+// "K:I:G:F,.../a:b:r,..." (r counts keyrate.Rule's ticks below the
+// script's, after a change of policy), about 40 bytes a window; the
+// previous version reads it as malformed, an empty bucket, and a spend of
+// its replaces it with one.
 //
 // # Redis must not evict buckets
 //
@@ -62,10 +98,11 @@
 //
 // A bucket key holding a value no Store writes (another program's string,
 // a hash or list, a number out of range) is malformed. The script answers
-// as if the bucket were empty at the time of the call, which never admits
-// more than the limit whatever the failure policy; AllowN replaces the
-// value with that empty bucket, which then refills and expires as any
-// other, so the key heals within one fill time (Peek writes nothing). It
+// as if every window were empty at the time of the call, which never
+// admits more than the limits whatever the failure policy; AllowN (and
+// Refund) replaces the value with that empty bucket, which then refills
+// and expires as any other, so the key heals within one fill time (Peek
+// writes nothing). It
 // is not an outage: the call returns Redis's answer with no error, counts
 // in Stats.Malformed, and passes an error wrapping ErrMalformedBucket to
 // the WithOnError callback.
@@ -91,11 +128,15 @@
 //   - FailClosed (the default): denied, with an error wrapping
 //     ErrUnavailable, so that a caller can tell an outage from a rate limit;
 //   - FailOpen: allowed, with no error;
-//   - FallbackLocal: the answer of an in-process atomicbucket.Store under
-//     WithFallbackLimit, with no error, until Redis answers again (a cost
-//     above the fallback's Burst is denied as FailClosed denies, still with
-//     no error).
+//   - FallbackLocal: the answer of an in-process atomicbucket.Store with the
+//     store's policies (its default replaced by WithFallbackLimit, if
+//     given), with no error, until Redis answers again (a cost above the
+//     fallback's Burst is denied as FailClosed denies, still with no
+//     error).
 //
-// Allow returns the policy's answer in every case. A caller's own context
-// that ends first is not an outage: the call returns its error.
+// Allow returns the policy's answer in every case. A refund Redis does
+// not answer is lost under FailClosed (an error wrapping ErrUnavailable)
+// and FailOpen (no error: nothing was counted), and given to the fallback
+// store under FallbackLocal. A caller's own context that ends first is not
+// an outage: the call returns its error.
 package redisbucket

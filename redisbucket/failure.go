@@ -25,7 +25,8 @@ type FailurePolicy int
 
 const (
 	// FailClosed denies: AllowN returns a denied Decision (Remaining 0,
-	// RetryAfter the time cost tokens take to accrue, ResetAfter 0) and an
+	// RetryAfter the time cost tokens take to accrue in every window of
+	// the key's policy, ResetAfter 0) and an
 	// error wrapping ErrUnavailable, so that callers can tell an outage
 	// from a rate limit (httplimit answers 503 instead of 429). The
 	// default.
@@ -36,13 +37,14 @@ const (
 	// callers treat the request as failed, defeating the policy.
 	FailOpen
 	// FallbackLocal answers from an in-process store (an atomicbucket.Store
-	// under WithFallbackLimit) for as long as Redis does not answer, with
+	// with the store's policies, its default policy replaced by
+	// WithFallbackLimit if given) for as long as Redis does not answer, with
 	// no error, as FailOpen. Every call tries Redis first, so Redis takes
 	// over again on its first answer. The fallback's buckets are separate
 	// from Redis's: a key starts full in one when it switches. A cost
 	// above the fallback limit's Burst (but within the store's), which the
 	// fallback could never allow, is denied as FailClosed denies (RetryAfter
-	// the time cost tokens take to accrue under the store's limit), still
+	// the time cost tokens take to accrue under the store's policy), still
 	// with no error.
 	FallbackLocal
 )
@@ -65,16 +67,17 @@ func (p FailurePolicy) String() string {
 // of maxmemory-policy: see Store.PolicyCheck). Each count only grows.
 type Stats struct {
 	// Calls is the number of Redis round trips attempted: one per AllowN,
-	// Peek and each SCAN page of Len, not counting calls rejected for bad
-	// input or a caller's context done before the call.
+	// AllowTier, Peek, Refund and each SCAN page of Len, not counting
+	// calls rejected for bad input, answered without Redis (an unlimited
+	// policy) or whose caller's context was done before the call.
 	Calls uint64
 	// Errors is the number of those that failed: the outage counter.
 	Errors uint64
-	// Degraded is the number of decisions the failure policy made
-	// instead of Redis.
+	// Degraded is the number of decisions (and refunds) the failure
+	// policy made instead of Redis.
 	Degraded uint64
-	// Malformed is the number of AllowN and Peek calls that found a value
-	// at the bucket's key that no Store writes (see ErrMalformedBucket)
-	// and answered as for an empty bucket.
+	// Malformed is the number of calls that found a value at the
+	// bucket's key that no Store writes (see ErrMalformedBucket) and
+	// answered as for an empty bucket.
 	Malformed uint64
 }

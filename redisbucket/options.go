@@ -42,7 +42,7 @@ func defaults() settings {
 
 // WithPrefix sets the prefix of every Redis key the store uses: the key for
 // user key k is prefix+k (or prefix+"{"+k+"}" with WithHashTag). Stores that
-// share a prefix share buckets, and must use the same limit. The prefix may
+// share a prefix share buckets, and must use the same policies. The prefix may
 // be empty; it is at most MaxPrefixLen bytes. The default is DefaultPrefix.
 func WithPrefix(prefix string) keyrate.Option {
 	return keyrate.StoreOption("redisbucket.WithPrefix", func(s *settings) error {
@@ -103,6 +103,10 @@ func WithFailurePolicy(p FailurePolicy) keyrate.Option {
 // error wrapping keyrate.ErrInvalidLimit if l is invalid, and one wrapping
 // keyrate.ErrInvalidOption if the policy is not FallbackLocal. The default
 // is the store's own limit.
+//
+// It replaces the fallback's default policy only (and SetPolicy of the
+// default leaves it alone): the fallback enforces the store's named
+// policies (keyrate.WithPolicies) as they are.
 func WithFallbackLimit(l keyrate.Limit) keyrate.Option {
 	return keyrate.StoreOption("redisbucket.WithFallbackLimit", func(s *settings) error {
 		s.fallback = &l

@@ -20,7 +20,8 @@ const (
 	maxFill = 1 << 52
 	// maxMicros bounds a reading of now in µs (the script saturates it
 	// there): 2^52 µs of Unix time is the year 2112. A stored arrival time
-	// is at most maxMicros + F/K µs, below 2^53.
+	// is at most 2^53 µs: maxMicros + F/K after a spend, and the script
+	// caps a carried one there.
 	maxMicros = 1 << 52
 	// nsPerMicro converts the server's µs clock to keyrate's ns.
 	nsPerMicro = 1000
@@ -49,33 +50,35 @@ const (
 // as before policies, so that a store of the previous version reads it. No
 // value is a full bucket. A write sets the value with PX at the time the
 // last window will be full again, rounded up to a whole ms (or the least
-// TTL, if longer), so idle keys delete themselves; a write that leaves
-// every window full deletes the key.
+// TTL, if longer; at least 1 ms), so idle keys delete themselves. A full
+// window that a refund leaves full keeps its TAT, as keyrate.Rule.Refund
+// does; the two differ only once the clock has gone back.
 //
 // A value under another descriptor (the policy changed, or the key moved
 // to another tier) is carried over to the policy's windows first, as
-// keyrate.Rules.Carry does: window i keeps the tokens it holds under the
-// old window i, rounded down to a tick of keyrate.Rule and capped at its
-// Burst; a full window stays full; a window the old value lacks starts
-// full. That takes products beyond 2^53, so it is done on integers of
-// 24-bit limbs (big, mul, add, cmp, sub, divmod). A spend or a refund
-// writes the carried states, even when the spend is denied.
+// keyrate.Rules.Carry does: window i keeps its debt in tokens under the
+// old window i, in keyrate.Rule's ticks of the new window rounded up, and
+// capped at 2^62 of them (and at a TAT of 2^53 µs, which only a clock
+// past the year 2109 reaches); a full window stays full, its TAT now; a
+// window the old value lacks starts full. That takes products beyond 2^53,
+// so it is done on integers of 24-bit limbs (big, mul, add, cmp, sub,
+// divmod, num). A spend or a refund writes the carried states, even when
+// the spend is denied.
 //
 // A value no call writes is malformed: not of that form, b ≥ K, r ≥ G, a
-// TAT beyond the latest a call can write (now is at most 2^52 µs and a
-// debt at most F ticks), a descriptor out of range, or a key of another
-// type (GET answers WRONGTYPE). The script then answers as for an empty
-// bucket at now (a debt of F in every window), which never admits more
-// than the limit, and a spend or a refund overwrites the value, so the key
-// heals; a peek writes nothing.
+// TAT beyond 2^53 µs, a descriptor out of range, or a key of another type
+// (GET answers WRONGTYPE). The script then answers as for an empty bucket
+// at now (a debt of F in every window), which never admits more than the
+// limits, and a spend or a refund overwrites the value, so the key heals;
+// a peek writes nothing.
 //
 // It returns {denied, malformed, du, db, r for each window}: the index of
 // the first window that denied a spend (-1 when allowed, and for a peek or
 // a refund), 1 if the value was malformed, and each window's debt (TAT −
 // now, 0 for a full window) after the call, in whole µs du plus db ticks
-// less r ticks of keyrate.Rule. du is at most 2^53 (a TAT of at most 2^52
-// µs + F/K, read at now = 0). Go turns the debts into keyrate.States and
-// the Decision into what keyrate.Rules decides.
+// less r ticks of keyrate.Rule. du is at most 2^53 (a TAT of at most 2^53
+// µs, read at now = 0). Go turns the debts into keyrate.States, and
+// keyrate.Rules builds the Decision.
 //
 // Numbers go to redis.call through string.format('%.0f'), which is exact
 // below 2^53, never through Lua's number-to-string conversion (14
@@ -391,8 +394,8 @@ func newPlan(p keyrate.Policy) (*plan, error) {
 }
 
 // maxDebtMicros bounds the whole µs of a debt the script returns: a TAT of
-// at most maxMicros + F/K µs (F ≤ maxFill, K ≥ 1), read at now = 0.
-const maxDebtMicros = maxMicros + maxFill
+// at most 2^53 µs, read at now = 0.
+const maxDebtMicros = 1 << 53
 
 // maxDebt bounds a debt in keyrate.Rule's ticks, which saturates there
 // (only a clock set back by decades reaches it): keyrate adds a spend of

@@ -163,22 +163,18 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	return s, nil
 }
 
-// compilePolicies compiles the store's policies and checks every window
-// against the script's bounds. It compiles them for a clock frozen at 0:
-// the script reads Redis's clock, and returns each window's debt, which
-// keyrate.Rules then reads as a state at reading 0. It also returns the
-// descriptor of a one-window "a:b" value: window 0 of the default policy
-// (of limit, if the default is unlimited; "-", which no value matches, if
-// limit is out of the script's range too).
+// compilePolicies compiles the store's policies and checks limit and
+// every window against the script's bounds (limit even when a policy named
+// keyrate.DefaultPolicy replaces it, as keyrate.NewPolicies does). It
+// compiles them for a clock frozen at 0: the script reads Redis's clock
+// and returns each window's debt, which keyrate.Rules then reads as a
+// state at reading 0. It also returns the descriptor of a one-window
+// "a:b" value: window 0 of the default policy (limit, if the default is
+// unlimited).
 func compilePolicies(limit keyrate.Limit, common keyrate.Settings) (*keyrate.Policies, string, error) {
-	named := slices.ContainsFunc(common.Policies, func(p keyrate.Policy) bool { return p.Name == keyrate.DefaultPolicy })
-	lu, err := compileUnits(limit)
-	if err != nil && !named {
-		return nil, "", err // the default policy's one window, as before policies
-	}
-	base := "-"
-	if err == nil {
-		base = lu.desc()
+	u, err := compileUnits(limit)
+	if err != nil {
+		return nil, "", err
 	}
 	common.Clock = clock.NewManual(0)
 	pols, err := keyrate.NewPolicies(limit, common)
@@ -191,10 +187,9 @@ func compilePolicies(limit keyrate.Limit, common keyrate.Settings) (*keyrate.Pol
 		}
 	}
 	if def := pols.Default(); !def.Unlimited() {
-		u, _ := compileUnits(def.Rule(0).Limit())
-		base = u.desc()
+		u, _ = compileUnits(def.Rule(0).Limit())
 	}
-	return pols, base, nil
+	return pols, u.desc(), nil
 }
 
 // newFallback returns FallbackLocal's in-process store: the store's
