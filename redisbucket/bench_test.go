@@ -21,8 +21,10 @@ var emptyScript = redis.NewScript("return 0")
 
 // BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
 // GCRA script, on the server's TIME, every call allowed so every call
-// writes) with an EVALSHA of an empty script (op=evalsha-empty), at 1, 8
-// and 50 client goroutines sharing one pool, each on its own key. Beside
+// writes) and AllowTier under a policy of two windows
+// (op=allow-windows=2) with an EVALSHA of an empty script
+// (op=evalsha-empty), at 1, 8 and 50 client goroutines sharing one pool,
+// each on its own key. Beside
 // ns/op (wall time over all goroutines) it reports each call's latency at
 // the median and the 99th percentile.
 func BenchmarkRedis(b *testing.B) {
@@ -31,7 +33,15 @@ func BenchmarkRedis(b *testing.B) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 64})
 	b.Cleanup(func() { _ = client.Close() })
 	store := mustNew(b, client, keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
-		redisbucket.WithPrefix(uniquePrefix(b)), redisbucket.WithTimeout(time.Second))
+		redisbucket.WithPrefix(uniquePrefix(b)), redisbucket.WithTimeout(time.Second),
+		keyrate.WithPolicies(keyrate.Policy{Name: "two", Limits: []keyrate.Limit{
+			keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
+			{Rate: 1_000_000_000, Per: time.Hour, Burst: 1_000_000_000},
+		}}))
+	two, err := store.Tier("two")
+	if err != nil {
+		b.Fatal(err)
+	}
 	ops := []struct {
 		name string
 		call func(key string) error
@@ -40,6 +50,13 @@ func BenchmarkRedis(b *testing.B) {
 			d, err := store.AllowN(key, 1)
 			if err == nil && !d.Allowed {
 				err = fmt.Errorf("AllowN(%q) denied: the benchmark's limit should allow every call", key)
+			}
+			return err
+		}},
+		{"allow-windows=2", func(key string) error {
+			d, err := store.AllowTier(key+"-two", two, 1)
+			if err == nil && !d.Allowed {
+				err = fmt.Errorf("AllowTier(%q) denied: the benchmark's limits should allow every call", key)
 			}
 			return err
 		}},
