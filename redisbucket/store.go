@@ -429,7 +429,7 @@ func (s *Store) eval(parent context.Context, key string, rs *keyrate.Rules, cost
 			case cost == 0:
 				what = "answered as an empty bucket (Peek writes nothing)"
 			case cost < 0:
-				what = "read as an empty bucket, which the refund was given to and replaced it"
+				what = "read as an empty bucket, given the refund, and replaced with the result"
 			}
 			f(fmt.Errorf("%w at key %q: %s", ErrMalformedBucket, rkey, what))
 		}

@@ -671,3 +671,77 @@ func TestRollingDeploy(t *testing.T) {
 		})
 	}
 }
+
+// TestSetPolicyUnderLoad changes a tier's policy back and forth, from one
+// goroutine, while goroutines of two stores spend from one key under it,
+// on a frozen clock: no call fails, and since a change carries the tokens
+// spent over whole, the key is never admitted more than the larger burst,
+// however the changes and the spends interleave.
+func TestSetPolicyUnderLoad(t *testing.T) {
+	srv := server(t)
+	small := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerHour(10), {Rate: 7, Per: 3 * time.Hour, Burst: 12}}}
+	large := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(20), keyrate.PerHour(30)}}
+	clk := clock.NewManual(start)
+	prefix := uniquePrefix(t)
+	var stores []*redisbucket.Store
+	for range 2 {
+		stores = append(stores, mustNew(t, newClient(t, srv.Addr()), keyrate.PerSecond(1),
+			keyrate.WithPolicies(small), redisbucket.WithTimeSource(clk),
+			redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout)))
+	}
+	var admitted atomic.Int64
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	errs := make(chan error, 16)
+	for _, s := range stores {
+		tier, err := s.Tier("pro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-release
+				for range 20 {
+					d, err := s.AllowTier("k", tier, 1)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	ready.Add(1)
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		ready.Done()
+		<-release
+		for i := range 20 {
+			p := []keyrate.Policy{large, small}[i%2]
+			for _, s := range stores {
+				if err := s.SetPolicy(p); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
+	ready.Wait()
+	close(release)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := admitted.Load(); n > 20 || n < 10 {
+		t.Fatalf("admitted %d of 160 calls, want from 10 (the smaller burst) to 20 (the larger)", n)
+	}
+}
