@@ -199,12 +199,10 @@ func TestPolicyDifferential(t *testing.T) {
 					t.Fatal(err)
 				}
 				where := fmt.Sprintf("op %d at +%v", i, at)
-				if v, err := client.Get(t.Context(), prefix+key).Result(); err == nil {
-					where += fmt.Sprintf(" (%s: %s)", key, v)
-				}
 				fatalf := func(format string, args ...any) {
 					t.Helper()
-					t.Fatalf("%s\n%s: %s", strings.Join(trace, "\n"), where, fmt.Sprintf(format, args...))
+					v, err := client.Get(t.Context(), prefix+key).Result()
+					t.Fatalf("%s\n%s: %s\n(Redis now holds %q, %v, at %s)", strings.Join(trace, "\n"), where, fmt.Sprintf(format, args...), v, err, prefix+key)
 				}
 				note := func(format string, args ...any) {
 					trace = append(trace, where+": "+fmt.Sprintf(format, args...))
