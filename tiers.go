@@ -50,6 +50,36 @@ type Policies struct {
 
 	mu    sync.Mutex                           // serialises Set
 	names atomic.Pointer[map[string]*tierSlot] // copy-on-write
+	few   atomic.Pointer[[]*tierSlot]          // the slots, if at most scanFew
+}
+
+// scanFew is the most policies ForKey finds by comparing names in turn,
+// which is cheaper than hashing the name for a handful of tiers.
+const scanFew = 8
+
+// store publishes names, and the slot list ForKey scans.
+func (ps *Policies) store(names map[string]*tierSlot) {
+	var few []*tierSlot
+	if len(names) <= scanFew {
+		for _, slot := range names {
+			few = append(few, slot)
+		}
+	}
+	ps.few.Store(&few)
+	ps.names.Store(&names)
+}
+
+// lookup returns the slot of the policy named name, or nil.
+func (ps *Policies) lookup(name string) *tierSlot {
+	if few := *ps.few.Load(); len(few) > 0 {
+		for _, slot := range few {
+			if slot.name == name {
+				return slot
+			}
+		}
+		return nil
+	}
+	return (*ps.names.Load())[name]
 }
 
 // NewPolicies compiles a store's policies: limit as the default policy
@@ -89,7 +119,7 @@ func NewPolicies(limit Limit, set Settings) (*Policies, error) {
 		names[DefaultPolicy] = slot
 	}
 	ps.def = names[DefaultPolicy]
-	ps.names.Store(&names)
+	ps.store(names)
 	return ps, nil
 }
 
@@ -102,7 +132,7 @@ func (ps *Policies) Now() time.Duration { return ps.clock.Now() }
 // Tier returns a handle on the policy named name, or an error wrapping
 // ErrUnknownPolicy that names it.
 func (ps *Policies) Tier(name string) (Tier, error) {
-	slot := (*ps.names.Load())[name]
+	slot := ps.lookup(name)
 	if slot == nil {
 		return Tier{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, name)
 	}
@@ -121,6 +151,11 @@ func (ps *Policies) Rules(t Tier) (*Rules, error) {
 	return t.slot.cur.Load(), nil
 }
 
+// HasFunc reports whether the store has a WithPolicyFunc: without one,
+// every key is under Default, which a store's hot path reads without
+// calling ForKey.
+func (ps *Policies) HasFunc() bool { return ps.fn != nil }
+
 // ForKey returns the current version of the policy for key: the one
 // WithPolicyFunc names (the default for the empty name), or the default
 // policy without a function. It returns an error wrapping
@@ -133,7 +168,7 @@ func (ps *Policies) ForKey(key string) (*Rules, error) {
 	if name == "" {
 		return ps.def.cur.Load(), nil
 	}
-	slot := (*ps.names.Load())[name]
+	slot := ps.lookup(name)
 	if slot == nil {
 		return nil, fmt.Errorf("%w: %q, named by WithPolicyFunc for key %q", ErrUnknownPolicy, name, key)
 	}
@@ -160,7 +195,7 @@ func (ps *Policies) Set(p Policy) error {
 	slot := &tierSlot{owner: ps, name: p.Name}
 	slot.cur.Store(rs)
 	next[p.Name] = slot
-	ps.names.Store(&next)
+	ps.store(next)
 	return nil
 }
 

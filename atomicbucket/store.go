@@ -196,20 +196,17 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 
 // spend runs the CAS loop on a one-window bucket under r at tick now: it
 // spends cost tokens if the bucket holds them and returns the state after
-// the call. It reports rare, and does nothing, if b is swept or not spent
-// from yet: SpendRare's case.
-func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (state keyrate.State, ok, rare bool) {
+// the call. It returns sweep.Fresh, and does nothing, if b is swept or not
+// spent from yet: SpendRare's case. (It is small enough to be inlined.)
+func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (keyrate.State, bool) {
 	for {
 		old := keyrate.State(b.w.Load())
 		if old >= sweep.Fresh {
-			return 0, false, true
+			return sweep.Fresh, false
 		}
 		next, ok := r.Take(old, now, cost)
-		if !ok {
-			return old, false, false
-		}
-		if b.w.CompareAndSwap(uint64(old), uint64(next)) {
-			return next, true, false
+		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
+			return next, ok
 		}
 	}
 }
@@ -343,14 +340,17 @@ func (b *bucket) States() (s sweep.States, live bool) {
 // store is full (keyrate.WithMaxKeys) and key is new, and when the
 // function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return false
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return false
+		}
 	}
 	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
-			if _, ok, rare := spend(r, b, r.Now(), 1); !rare {
+			if state, ok := spend(r, b, r.Now(), 1); state != sweep.Fresh {
 				return ok
 			}
 		}
@@ -363,9 +363,12 @@ func (s *Store) Allow(key string) bool {
 // that a full store cannot track it returns an error wrapping
 // keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return keyrate.Decision{}, err
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return keyrate.Decision{}, err
+		}
 	}
 	return s.allow(key, rs, cost)
 }
@@ -388,7 +391,7 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
 			now := r.Now()
-			if state, ok, rare := spend(r, b, now, cost); !rare {
+			if state, ok := spend(r, b, now, cost); state != sweep.Fresh {
 				return r.Decide(state, now, cost, ok), nil
 			}
 		}

@@ -194,9 +194,12 @@ func (b *bucket) States() (s sweep.States, live bool) {
 // store is full (keyrate.WithMaxKeys) and key is new, and when the
 // function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return false
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return false
+		}
 	}
 	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
@@ -214,9 +217,12 @@ func (s *Store) Allow(key string) bool {
 // that a full store cannot track it returns an error wrapping
 // keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return keyrate.Decision{}, err
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return keyrate.Decision{}, err
+		}
 	}
 	return s.allow(key, rs, cost)
 }

@@ -154,14 +154,30 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 // store is full (keyrate.WithMaxKeys) and key is new, and when the
 // function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return false
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return false
+		}
 	}
 	if rs.Unlimited() {
 		return true
 	}
-	_, _, denied, err := s.take(key, rs, 1)
+	h := maphash.String(s.seed, key)
+	if rs.Len() == 1 { // the hot path: a known key
+		r := rs.Rule(0)
+		var ok, hit bool
+		if s.hashes != nil {
+			_, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Now(), 1)
+		} else {
+			_, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Now(), 1)
+		}
+		if hit {
+			return ok
+		}
+	}
+	_, _, denied, err := s.take(key, h, rs, 1)
 	return err == nil && denied < 0
 }
 
@@ -170,9 +186,12 @@ func (s *Store) Allow(key string) bool {
 // that a full store cannot track it returns an error wrapping
 // keyrate.ErrStoreFull.
 func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return keyrate.Decision{}, err
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return keyrate.Decision{}, err
+		}
 	}
 	return s.allow(key, rs, cost)
 }
@@ -194,17 +213,33 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
 	}
-	st, at, denied, err := s.take(key, rs, cost)
+	h := maphash.String(s.seed, key)
+	if rs.Len() == 1 { // the hot path: a known key
+		r := rs.Rule(0)
+		now := r.Now()
+		var (
+			state   keyrate.State
+			ok, hit bool
+		)
+		if s.hashes != nil {
+			state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, now, cost)
+		} else {
+			state, ok, hit = s.strs.takeOne(s, key, h, rs, r, now, cost)
+		}
+		if hit {
+			return r.Decide(state, now, cost, ok), nil
+		}
+	}
+	st, at, denied, err := s.take(key, h, rs, cost)
 	if err != nil {
 		return keyrate.Decision{}, err
 	}
 	return rs.Decide(st[:rs.Len()], at, cost, denied), nil
 }
 
-// take spends cost for key under rs (see table.take), and if the store
-// is full and key new, does what full does.
-func (s *Store) take(key string, rs *keyrate.Rules, cost int) (sweep.States, time.Duration, int, error) {
-	h := maphash.String(s.seed, key)
+// take spends cost for key, whose hash is h, under rs (see table.take),
+// and if the store is full and key new, does what full does.
+func (s *Store) take(key string, h uint64, rs *keyrate.Rules, cost int) (sweep.States, time.Duration, int, error) {
 	now := rs.Now()
 	var (
 		st     sweep.States
