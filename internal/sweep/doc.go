@@ -35,10 +35,10 @@
 //     stores read the clock after getting the bucket from the map, and again
 //     after every retry; the striped store rereads the clock under the
 //     stripe lock when a key is missing and its reading is older than the
-//     greatest state evicted from the stripe (its floor, below). Such a
-//     request is then decided exactly as the
-//     same request would be by a store that never evicts, had it read the
-//     clock a moment later, within its own call.
+//     latest reading at which a key evicted from the stripe was full (its
+//     floor, below). Such a request is then decided exactly as the same
+//     request would be by a store that never evicts, had it read the clock
+//     a moment later, within its own call.
 //
 //  3. Another key's eviction must not reach a new key either. A new bucket
 //     starts from the floor (below), which a sweep of some other key may
@@ -52,8 +52,9 @@
 //
 // As a last guard, for clocks that do step backwards (clock.Manual), a
 // fresh bucket is read at its first spend as the store's floor, the
-// greatest state of any bucket it evicted (per stripe in the striped
-// store), rather than as 0: for every reading at or after an evicted
+// latest reading at which any bucket it evicted was full, each window
+// read as its ticks there (per stripe in the striped store), rather than
+// as 0: for every reading at or after an evicted
 // bucket's state the two agree, and before it the floor holds fewer
 // tokens. So eviction can only deny more, never admit more, whatever the
 // clock does; and a store that has evicted nothing behaves exactly as one

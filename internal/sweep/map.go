@@ -90,7 +90,7 @@ type Map[B Bucket] struct {
 	seed   maphash.Seed
 	strs   *xsync.MapOf[string, B] // the keys, unless hashed
 	hashes *xsync.MapOf[uint64, B] // the keys' hashes, if hashed
-	floor  Floor                   // the latest state of an evicted bucket
+	floor  Floor                   // the latest reading an evicted bucket was full at
 	book   Book
 	pacer  Pacer
 	bg     *Background

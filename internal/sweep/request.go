@@ -142,8 +142,9 @@ func (m *Map[B]) Peek(key string, rs *keyrate.Rules) keyrate.Decision {
 }
 
 // PeekKey is keyrate.Limiter's Peek: Peek under key's policy (see
-// keyrate.Policies.ForKey). For a key whose policy cannot be found it
-// reports a denial naming the policy keyrate.ErrUnknownPolicy would.
+// keyrate.Policies.ForKey). For a key whose policy the store lacks (a
+// WithPolicyFunc naming an unknown one) it reports the zero Decision: not
+// allowed, as Allow would answer.
 func (m *Map[B]) PeekKey(key string) keyrate.Decision {
 	rs, err := m.pols.ForKey(key)
 	if err != nil {
