@@ -46,4 +46,11 @@ var (
 	// refused, spends nothing and stores nothing, while keys the store
 	// already tracks are served normally. The error names the limit.
 	ErrStoreFull = errors.New("keyrate: store full")
+
+	// ErrWaitExceedsDeadline reports a Wait that would end after its
+	// context's deadline: it returns at once, spending nothing. The error
+	// wraps context.DeadlineExceeded too, so errors.Is(err,
+	// context.DeadlineExceeded) holds, and names the wait and the time
+	// left.
+	ErrWaitExceedsDeadline = errors.New("keyrate: wait exceeds the deadline")
 )

@@ -203,7 +203,16 @@ func (p *Rule) Take(s State, now uint64, cost int) (State, bool) {
 // A refund moves the state back by at most cost tokens' worth and never
 // below now, so a refund made with a stale reading of now gives back at
 // most cost tokens too.
+//
+// A bucket that owes more than Burst (its state is more than the fill time
+// ahead of now) gains nothing: its tokens up to that state are promised to
+// reservations whose slots have not come (Reserve), or owed from a change
+// to a smaller limit (Carry), and giving any back would let a new request
+// share a reserved slot.
 func (p *Rule) Refund(s State, now uint64, cost int) State {
+	if p.pending(s, now) {
+		return s
+	}
 	debt := p.debt(s, now)
 	hi, back := bits.Mul64(uint64(cost), p.interval)
 	if hi != 0 || back >= debt {

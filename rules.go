@@ -67,6 +67,15 @@ func (rs *Rules) Len() int { return len(rs.rules) }
 // fast path, which is exactly the single-limit arithmetic.
 func (rs *Rules) Rule(i int) *Rule { return &rs.rules[i] }
 
+// Clock returns the clock the rules read (clock.System() for an
+// unlimited policy, which reads none).
+func (rs *Rules) Clock() clock.Clock {
+	if len(rs.rules) == 0 {
+		return clock.System()
+	}
+	return rs.rules[0].clock
+}
+
 // Now reads the clock, for the methods that take a reading t. An
 // unlimited policy has no clock, and reads 0.
 func (rs *Rules) Now() time.Duration {
@@ -112,8 +121,13 @@ func (rs *Rules) Take(s []State, t time.Duration, cost int) (denied int) {
 }
 
 // Refund gives cost tokens back to every window's state in s at clock
-// reading t, each capped at its Burst (see Rule.Refund).
+// reading t, each capped at its Burst (see Rule.Refund). If any window
+// owes more than its Burst (a reservation's slot lies ahead), no window
+// gains anything.
 func (rs *Rules) Refund(s []State, t time.Duration, cost int) {
+	if rs.pending(s, t) {
+		return
+	}
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		s[i] = r.Refund(s[i], r.Ticks(t), cost)

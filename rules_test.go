@@ -220,8 +220,14 @@ func (b *refBucket) decide(cost int, spend bool) (keyrate.Decision, int) {
 	return d, denied
 }
 
-// refund gives cost tokens back to every window, capped at its Burst.
+// refund gives cost tokens back to every window, capped at its Burst, or
+// nothing if any window owes more than its Burst (holds fewer than none).
 func (b *refBucket) refund(cost int) {
+	for _, w := range b.w {
+		if w.tokens.Sign() < 0 {
+			return
+		}
+	}
 	for _, w := range b.w {
 		w.tokens.Add(w.tokens, ratInt(int64(cost)))
 		if bu := w.burst(); w.tokens.Cmp(bu) > 0 {

@@ -3,6 +3,7 @@
 package atomicbucket
 
 import (
+	"context"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,7 @@ var (
 	_ keyrate.Limiter        = (*Store)(nil)
 	_ keyrate.BoundedLimiter = (*Store)(nil)
 	_ keyrate.PolicyLimiter  = (*Store)(nil)
+	_ keyrate.WaitLimiter    = (*Store)(nil)
 )
 
 // New returns a store enforcing limit on every key, or the policies of
@@ -195,16 +197,17 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 }
 
 // spend runs the CAS loop on a one-window bucket under r at tick now: it
-// spends cost tokens if the bucket holds them and returns the state after
-// the call. It returns sweep.Fresh, and does nothing, if b is swept or not
+// spends cost tokens if the bucket holds them (or reserves them, if they
+// are there within wait ticks: keyrate.Rule.Reserve) and returns the state
+// after the call. It returns sweep.Fresh, and does nothing, if b is swept or not
 // spent from yet: SpendRare's case. (It is small enough to be inlined.)
-func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (keyrate.State, bool) {
+func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (keyrate.State, bool) {
 	for {
 		old := keyrate.State(b.w.Load())
 		if old >= sweep.Fresh {
 			return sweep.Fresh, false
 		}
-		next, ok := r.Take(old, now, cost)
+		next, ok := r.Reserve(old, now, cost, wait)
 		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, ok
 		}
@@ -214,7 +217,7 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (keyrate.State, boo
 // SpendRare spends from a bucket that may be swept (it reports swept and
 // does nothing), not spent from yet (it reads as the floor), or of several
 // windows. See sweep.Bucket.
-func (b *bucket) SpendRare(t time.Duration, cost int, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
+func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
 	if b.rest != nil {
 		v, swept := b.lock()
 		if swept {
@@ -226,7 +229,7 @@ func (b *bucket) SpendRare(t time.Duration, cost int, floor *sweep.Floor) (s swe
 		} else {
 			b.load(v, s[:n])
 		}
-		denied := b.rules.Take(s[:n], t, cost) // a denied first spend keeps the floor: so that it can be swept
+		_, denied := b.rules.Reserve(s[:n], t, cost, wait) // a denied first spend keeps the floor: so that it can be swept
 		b.unlock(s[:n])
 		return s, t, denied, false
 	}
@@ -241,7 +244,7 @@ func (b *bucket) SpendRare(t time.Duration, cost int, floor *sweep.Floor) (s swe
 			at = floor.Start(b.rules, t, s[:1])
 			state = s[0]
 		}
-		next, ok := r.Take(state, r.Ticks(at), cost)
+		next, ok := r.Reserve(state, r.Ticks(at), cost, r.WaitTicks(wait))
 		if !ok {
 			if old != sweep.Fresh {
 				s[0] = old
@@ -287,6 +290,38 @@ func (b *bucket) Refund(t time.Duration, cost int) bool {
 		}
 		if b.w.CompareAndSwap(uint64(old), uint64(r.Refund(old, now, cost))) {
 			return false
+		}
+	}
+}
+
+// Cancel gives back a reservation's tokens if b allows it. See
+// sweep.Bucket.
+func (b *bucket) Cancel(end keyrate.State, slot time.Duration, cost int) bool {
+	var s [keyrate.MaxLimits]keyrate.State
+	if b.rest != nil {
+		v, swept := b.lock()
+		if swept {
+			return false
+		}
+		n := b.rules.Len()
+		b.load(v, s[:n])
+		ok := v != sweep.Fresh && b.rules.Cancel(s[:n], end, b.rules.Now(), slot, cost)
+		b.unlock(s[:n])
+		return ok
+	}
+	for {
+		old := keyrate.State(b.w.Load())
+		if old >= sweep.Fresh {
+			return false
+		}
+		s[0] = old
+		// The clock is read after the load: no request decided before
+		// it holds a later reading (see keyrate.Rule.Cancel).
+		if !b.rules.Cancel(s[:1], end, b.rules.Now(), slot, cost) {
+			return false
+		}
+		if b.w.CompareAndSwap(uint64(old), uint64(s[0])) {
+			return true
 		}
 	}
 }
@@ -350,7 +385,7 @@ func (s *Store) Allow(key string) bool {
 	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
-			if state, ok := spend(r, b, r.Now(), 1); state != sweep.Fresh {
+			if state, ok := spend(r, b, r.Now(), 1, 0); state != sweep.Fresh {
 				return ok
 			}
 		}
@@ -391,13 +426,93 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
 			now := r.Now()
-			if state, ok := spend(r, b, now, cost); state != sweep.Fresh {
+			if state, ok := spend(r, b, now, cost, 0); state != sweep.Fresh {
 				return r.Decide(state, now, cost, ok), nil
 			}
 		}
 	}
 	return s.words.AllowN(key, rs, cost)
 }
+
+// Reserve reserves cost tokens of key for the earliest slot at most
+// maxWait away: one compare-and-swap for a known key. See
+// keyrate.WaitLimiter.
+func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return s.reserve(key, rs, cost, maxWait)
+}
+
+// ReserveTier is Reserve under tier's policy. See keyrate.WaitLimiter.
+func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return s.reserve(key, rs, cost, maxWait)
+}
+
+// Wait spends cost tokens of key, waiting for them on the store's clock
+// if need be. See keyrate.WaitLimiter.
+func (s *Store) Wait(ctx context.Context, key string, cost int) error {
+	wait, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return err
+		}
+	}
+	r, err := s.reserve(key, rs, cost, wait)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
+func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
+	wait, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return err
+	}
+	r, err := s.reserve(key, rs, cost, wait)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// reserve is Reserve under rs.
+func (s *Store) reserve(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+	if err := rs.CheckCost(cost); err != nil {
+		return keyrate.Reservation{}, err
+	}
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok && b.rules == rs {
+			r := rs.Rule(0)
+			t := rs.Now()
+			if state, ok := spend(r, b, r.Ticks(t), cost, r.WaitTicks(wait)); state != sweep.Fresh {
+				st := [1]keyrate.State{state}
+				return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)), nil
+			}
+		}
+	}
+	return s.words.Reserve(s, key, rs, cost, wait)
+}
+
+// Cancel gives back the tokens of a reservation this store made, if its
+// slot has not come and the key's bucket has not changed since. See
+// keyrate.Reservation.Cancel.
+func (s *Store) Cancel(r keyrate.Reservation) bool { return s.words.Cancel(r) }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.

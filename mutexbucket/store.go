@@ -3,6 +3,7 @@
 package mutexbucket
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -94,6 +95,7 @@ var (
 	_ keyrate.Limiter        = (*Store)(nil)
 	_ keyrate.BoundedLimiter = (*Store)(nil)
 	_ keyrate.PolicyLimiter  = (*Store)(nil)
+	_ keyrate.WaitLimiter    = (*Store)(nil)
 )
 
 // New returns a store enforcing limit on every key, or the policies of
@@ -116,16 +118,17 @@ func newBucket(rs *keyrate.Rules, st []keyrate.State) *bucket {
 }
 
 // spend spends cost tokens from b, a one-window bucket under r, at tick
-// now if it holds them, and returns the state after the call. It reports
+// now if it holds them (or reserves them, if they are there within wait
+// ticks: keyrate.Rule.Reserve), and returns the state after the call. It reports
 // rare, and does nothing, if b is swept or not spent from yet:
 // SpendRare's case.
-func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (state keyrate.State, ok, rare bool) {
+func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (state keyrate.State, ok, rare bool) {
 	b.mu.Lock()
 	if b.b.First >= sweep.Fresh {
 		b.mu.Unlock()
 		return 0, false, true
 	}
-	next, ok := r.Take(b.b.First, now, cost)
+	next, ok := r.Reserve(b.b.First, now, cost, wait)
 	b.b.First = next
 	b.mu.Unlock()
 	return next, ok, false
@@ -134,13 +137,13 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int) (state keyrate.Stat
 // SpendRare is spend for a bucket of any number of windows that may be
 // swept (it reports swept and does nothing) or not spent from yet (it
 // reads as the floor). See sweep.Bucket.
-func (b *bucket) SpendRare(t time.Duration, cost int, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
+func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.b.First == keyrate.Tombstone {
 		return s, t, 0, true
 	}
-	t, denied = b.b.Spend(t, cost, floor, s[:b.b.Rules.Len()])
+	t, denied = b.b.Spend(t, cost, wait, floor, s[:b.b.Rules.Len()])
 	return s, t, denied, false
 }
 
@@ -153,6 +156,14 @@ func (b *bucket) Refund(t time.Duration, cost int) bool {
 	}
 	b.b.Refund(t, cost)
 	return false
+}
+
+// Cancel gives back a reservation's tokens if b allows it. See
+// sweep.Bucket.
+func (b *bucket) Cancel(end keyrate.State, slot time.Duration, cost int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Cancel(end, b.b.Rules.Now(), slot, cost)
 }
 
 // Retire marks b swept and copies its states out. See sweep.Bucket.
@@ -204,7 +215,7 @@ func (s *Store) Allow(key string) bool {
 	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
 			r := rs.Rule(0)
-			if _, ok, rare := spend(r, b, r.Now(), 1); !rare {
+			if _, ok, rare := spend(r, b, r.Now(), 1, 0); !rare {
 				return ok
 			}
 		}
@@ -245,13 +256,92 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
 			r := rs.Rule(0)
 			now := r.Now()
-			if state, ok, rare := spend(r, b, now, cost); !rare {
+			if state, ok, rare := spend(r, b, now, cost, 0); !rare {
 				return r.Decide(state, now, cost, ok), nil
 			}
 		}
 	}
 	return s.buckets.AllowN(key, rs, cost)
 }
+
+// Reserve reserves cost tokens of key for the earliest slot at most
+// maxWait away. See keyrate.WaitLimiter.
+func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return s.reserve(key, rs, cost, maxWait)
+}
+
+// ReserveTier is Reserve under tier's policy. See keyrate.WaitLimiter.
+func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return s.reserve(key, rs, cost, maxWait)
+}
+
+// Wait spends cost tokens of key, waiting for them on the store's clock
+// if need be. See keyrate.WaitLimiter.
+func (s *Store) Wait(ctx context.Context, key string, cost int) error {
+	wait, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return err
+		}
+	}
+	r, err := s.reserve(key, rs, cost, wait)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
+func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
+	wait, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return err
+	}
+	r, err := s.reserve(key, rs, cost, wait)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// reserve is Reserve under rs.
+func (s *Store) reserve(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+	if err := rs.CheckCost(cost); err != nil {
+		return keyrate.Reservation{}, err
+	}
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
+			r := rs.Rule(0)
+			t := rs.Now()
+			if state, ok, rare := spend(r, b, r.Ticks(t), cost, r.WaitTicks(wait)); !rare {
+				st := [1]keyrate.State{state}
+				return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)), nil
+			}
+		}
+	}
+	return s.buckets.Reserve(s, key, rs, cost, wait)
+}
+
+// Cancel gives back the tokens of a reservation this store made, if its
+// slot has not come and the key's bucket has not changed since. See
+// keyrate.Reservation.Cancel.
+func (s *Store) Cancel(r keyrate.Reservation) bool { return s.buckets.Cancel(r) }
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.

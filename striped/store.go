@@ -3,6 +3,7 @@
 package striped
 
 import (
+	"context"
 	"fmt"
 	"hash/maphash"
 	"runtime"
@@ -93,6 +94,7 @@ var (
 	_ keyrate.Limiter        = (*Store)(nil)
 	_ keyrate.BoundedLimiter = (*Store)(nil)
 	_ keyrate.PolicyLimiter  = (*Store)(nil)
+	_ keyrate.WaitLimiter    = (*Store)(nil)
 )
 
 // settings is the striped store's own configuration.
@@ -169,15 +171,15 @@ func (s *Store) Allow(key string) bool {
 		r := rs.Rule(0)
 		var ok, hit bool
 		if s.hashes != nil {
-			_, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Now(), 1)
+			_, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Now(), 1, 0)
 		} else {
-			_, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Now(), 1)
+			_, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Now(), 1, 0)
 		}
 		if hit {
 			return ok
 		}
 	}
-	_, _, denied, err := s.take(key, h, rs, 1)
+	_, _, denied, err := s.take(key, h, rs, 1, 0)
 	return err == nil && denied < 0
 }
 
@@ -222,24 +224,25 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 			ok, hit bool
 		)
 		if s.hashes != nil {
-			state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, now, cost)
+			state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, now, cost, 0)
 		} else {
-			state, ok, hit = s.strs.takeOne(s, key, h, rs, r, now, cost)
+			state, ok, hit = s.strs.takeOne(s, key, h, rs, r, now, cost, 0)
 		}
 		if hit {
 			return r.Decide(state, now, cost, ok), nil
 		}
 	}
-	st, at, denied, err := s.take(key, h, rs, cost)
+	st, at, denied, err := s.take(key, h, rs, cost, 0)
 	if err != nil {
 		return keyrate.Decision{}, err
 	}
 	return rs.Decide(st[:rs.Len()], at, cost, denied), nil
 }
 
-// take spends cost for key, whose hash is h, under rs (see table.take),
+// take spends cost for key, whose hash is h, under rs, or reserves it
+// within wait (see table.take),
 // and if the store is full and key new, does what full does.
-func (s *Store) take(key string, h uint64, rs *keyrate.Rules, cost int) (sweep.States, time.Duration, int, error) {
+func (s *Store) take(key string, h uint64, rs *keyrate.Rules, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
 	now := rs.Now()
 	var (
 		st     sweep.States
@@ -247,12 +250,12 @@ func (s *Store) take(key string, h uint64, rs *keyrate.Rules, cost int) (sweep.S
 		full   bool
 	)
 	if s.hashes != nil {
-		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost)
+		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost, wait)
 	} else {
-		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost)
+		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost, wait)
 	}
 	if full {
-		return s.full(key, h, rs, now, cost)
+		return s.full(key, h, rs, now, cost, wait)
 	}
 	return st, now, denied, nil
 }
@@ -261,7 +264,7 @@ func (s *Store) take(key string, h uint64, rs *keyrate.Rules, cost int) (sweep.S
 // its stripe's sample freed nothing: a whole sweep, if one is due
 // (sweep.Pacer), else a bounded scan of the other stripes (evictOne); then
 // one more try, and refusal if that finds the store full again.
-func (s *Store) full(key string, h uint64, rs *keyrate.Rules, now time.Duration, cost int) (sweep.States, time.Duration, int, error) {
+func (s *Store) full(key string, h uint64, rs *keyrate.Rules, now time.Duration, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
 	if s.pacer.Charge(sweep.RefusalWeight) {
 		s.Sweep()
 		s.pacer.Swept()
@@ -276,14 +279,120 @@ func (s *Store) full(key string, h uint64, rs *keyrate.Rules, now time.Duration,
 		full   bool
 	)
 	if s.hashes != nil {
-		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost)
+		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost, wait)
 	} else {
-		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost)
+		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost, wait)
 	}
 	if full {
 		return st, now, 0, s.book.Refuse()
 	}
 	return st, now, denied, nil
+}
+
+// Reserve reserves cost tokens of key for the earliest slot at most
+// maxWait away. See keyrate.WaitLimiter.
+func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return s.reserve(key, rs, cost, maxWait)
+}
+
+// ReserveTier is Reserve under tier's policy. See keyrate.WaitLimiter.
+func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return s.reserve(key, rs, cost, maxWait)
+}
+
+// Wait spends cost tokens of key, waiting for them on the store's clock
+// if need be. See keyrate.WaitLimiter.
+func (s *Store) Wait(ctx context.Context, key string, cost int) error {
+	wait, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return err
+		}
+	}
+	r, err := s.reserve(key, rs, cost, wait)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
+func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
+	wait, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return err
+	}
+	r, err := s.reserve(key, rs, cost, wait)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// reserve is Reserve under rs.
+func (s *Store) reserve(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+	if err := rs.CheckCost(cost); err != nil {
+		return keyrate.Reservation{}, err
+	}
+	if rs.Unlimited() {
+		return rs.Reserved(s, key, nil, 0, cost, wait, -1), nil
+	}
+	wait = max(wait, 0)
+	h := maphash.String(s.seed, key)
+	if rs.Len() == 1 { // the hot path: a known key
+		r := rs.Rule(0)
+		t := rs.Now()
+		var (
+			state   keyrate.State
+			ok, hit bool
+		)
+		if s.hashes != nil {
+			state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
+		} else {
+			state, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
+		}
+		if hit {
+			st := [1]keyrate.State{state}
+			return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)), nil
+		}
+	}
+	st, at, denied, err := s.take(key, h, rs, cost, wait)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return rs.Reserved(s, key, st[:rs.Len()], at, cost, wait, denied), nil
+}
+
+// Cancel gives back the tokens of a reservation this store made, if its
+// slot has not come and the key's bucket has not changed since. See
+// keyrate.Reservation.Cancel.
+func (s *Store) Cancel(r keyrate.Reservation) bool {
+	rs := r.Rules()
+	if rs == nil || !r.OK() || rs.Unlimited() {
+		return false
+	}
+	key := r.Key()
+	h := maphash.String(s.seed, key)
+	if s.hashes != nil {
+		return s.hashes.cancel(s, h, h, rs, r.End(), r.At(), r.Cost())
+	}
+	return s.strs.cancel(s, key, h, rs, r.End(), r.At(), r.Cost())
 }
 
 // Peek reports what a cost-1 request for key would get now, spending

@@ -59,21 +59,22 @@ func newTable[K comparable](stripes int) *table[K] {
 }
 
 // take spends cost tokens for key, whose hash is h, under rs at clock
-// reading now, from every window of its bucket if each holds them, and
+// reading now, from every window of its bucket if each holds them (or
+// reserves them within wait: keyrate.Rules.Reserve), and
 // returns the states after the call, the reading it was decided at and
 // keyrate.Rules.Take's result. A key under another policy is carried over
 // to rs first (keyrate.Rules.Carry). It reports full, and does nothing,
 // when key is new and the cap leaves no room for it.
-func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.Duration, cost int) (st sweep.States, at time.Duration, denied int, full bool) {
+func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.Duration, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
 	sp := &t.stripes[h&s.mask]
 	sp.mu.Lock()
 	e, found := sp.m[key]
 	if !found {
-		return sp.insert(s, key, rs, now, cost) // unlocks
+		return sp.insert(s, key, rs, now, cost, wait) // unlocks
 	}
 	if e.Rules == rs && rs.Len() == 1 { // the hot path
 		r := rs.Rule(0)
-		next, ok := r.Take(e.First, r.Ticks(now), cost)
+		next, ok := r.Reserve(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
 		if ok {
 			e.First = next
 			sp.m[key] = e
@@ -88,17 +89,17 @@ func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.D
 	if e.Rules != rs {
 		e = carry(e, rs, now)
 	}
-	at, denied = e.Spend(now, cost, &sp.floor, st[:rs.Len()])
+	at, denied = e.Spend(now, cost, wait, &sp.floor, st[:rs.Len()])
 	sp.m[key] = e
 	sp.mu.Unlock()
 	return st, at, denied, false
 }
 
 // takeOne is take's hot path, for a key st holds under rs, a policy of one
-// window whose rule is r, at tick now: it returns the state after the call
-// and whether it spent. It reports a miss, and does nothing, for any other
+// window whose rule is r, at tick now, with a wait of wait ticks (0 for a
+// spend): it returns the state after the call and whether it spent. It reports a miss, and does nothing, for any other
 // key. It returns no States, which would cost a 64-byte copy per call.
-func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyrate.Rule, now uint64, cost int) (state keyrate.State, ok, hit bool) {
+func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyrate.Rule, now uint64, cost int, wait uint64) (state keyrate.State, ok, hit bool) {
 	sp := &t.stripes[h&s.mask]
 	sp.mu.Lock()
 	e, found := sp.m[key]
@@ -106,7 +107,7 @@ func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyr
 		sp.mu.Unlock()
 		return 0, false, false
 	}
-	next, ok := r.Take(e.First, now, cost)
+	next, ok := r.Reserve(e.First, now, cost, wait)
 	if ok {
 		e.First = next
 		sp.m[key] = e
@@ -141,6 +142,22 @@ func (t *table[K]) refund(s *Store, key K, h uint64, rs *keyrate.Rules, now time
 	sp.m[key] = e
 }
 
+// cancel gives back the cost tokens of a reservation of key under rs that
+// left window 0 in state end, with its slot at reading slot, if the key's
+// bucket allows it (sweep.Block.Cancel), reading the clock under the
+// stripe's lock, and reports whether it did.
+func (t *table[K]) cancel(s *Store, key K, h uint64, rs *keyrate.Rules, end keyrate.State, slot time.Duration, cost int) bool {
+	sp := &t.stripes[h&s.mask]
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	e, found := sp.m[key]
+	if !found || e.Rules != rs || !e.Cancel(end, rs.Now(), slot, cost) {
+		return false
+	}
+	sp.m[key] = e
+	return true
+}
+
 // insert is take for a key missing from st, called with st.mu held; it
 // releases it.
 //
@@ -160,14 +177,14 @@ func (t *table[K]) refund(s *Store, key K, h uint64, rs *keyrate.Rules, now time
 // are full: the store's incremental maintenance (bounded work, under the
 // lock it already holds). A full store that still has no room reports
 // full.
-func (st *stripe[K]) insert(s *Store, key K, rs *keyrate.Rules, now time.Duration, cost int) (states sweep.States, at time.Duration, denied int, full bool) {
+func (st *stripe[K]) insert(s *Store, key K, rs *keyrate.Rules, now time.Duration, cost int, wait time.Duration) (states sweep.States, at time.Duration, denied int, full bool) {
 	defer st.mu.Unlock()
 	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
 		st.evict(s, now, sampled)
 	}
 	n := rs.Len()
 	now = st.floor.Start(rs, now, states[:n])
-	if denied = rs.Take(states[:n], now, cost); denied >= 0 { // only for a clock that went back past the floor
+	if _, denied = rs.Reserve(states[:n], now, cost, wait); denied >= 0 { // only for a clock that went back past the floor
 		return states, now, denied, false
 	}
 	if !s.book.Reserve() {

@@ -53,20 +53,40 @@ func (b *Block) Store(s []keyrate.State) {
 }
 
 // Spend is the request on a block whose lock the caller holds, at reading
-// t: it spends cost from every window of b if each holds it (a block not
+// t: it spends cost from every window of b if each holds it (or, with a
+// wait above 0, reserves it: see keyrate.Rules.Reserve) (a block not
 // spent from yet is read as the floor first, and keeps the floor if the
 // spend is denied, so that a sweep can remove it), writes the states after
 // the call into s, and returns the reading it was decided at and
 // keyrate.Rules.Take's result. b must not be swept.
-func (b *Block) Spend(t time.Duration, cost int, floor *Floor, s []keyrate.State) (time.Duration, int) {
+func (b *Block) Spend(t time.Duration, cost int, wait time.Duration, floor *Floor, s []keyrate.State) (time.Duration, int) {
 	if b.First == Fresh {
 		t = floor.Start(b.Rules, t, s)
 	} else {
 		b.Load(s)
 	}
-	denied := b.Rules.Take(s, t, cost)
+	_, denied := b.Rules.Reserve(s, t, cost, wait)
 	b.Store(s)
 	return t, denied
+}
+
+// Cancel gives back the cost tokens of a reservation that left window 0
+// in state end, with its slot at reading slot, if the slot has not come
+// at reading t and b has not changed since (keyrate.Rules.Cancel), and
+// reports whether it did; b's lock must be held, and t read under it. A
+// block not spent from yet, or swept, gives nothing back.
+func (b *Block) Cancel(end keyrate.State, t, slot time.Duration, cost int) bool {
+	if b.First >= Fresh {
+		return false
+	}
+	var s [keyrate.MaxLimits]keyrate.State
+	n := b.Rules.Len()
+	b.Load(s[:n])
+	if !b.Rules.Cancel(s[:n], end, t, slot, cost) {
+		return false
+	}
+	b.Store(s[:n])
+	return true
 }
 
 // Refund gives cost back to every window of b at reading t; b's lock must

@@ -32,7 +32,9 @@ type Bucket interface {
 	// already marked, or not spent from yet, reports false.
 	Evict(t time.Duration, floor *Floor) bool
 	// SpendRare spends cost tokens from every window at reading t if each
-	// holds them, and from none otherwise, in one step, writes the states
+	// holds them, or, with a wait above 0, reserves them for the earliest
+	// slot at most wait away (keyrate.Rules.Reserve), and spends from no
+	// window otherwise, in one step, writes the states
 	// after the call, one per window, and the reading it was decided at and
 	// keyrate.Rules.Take's result. (States are returned by value: a slice
 	// passed through a generic call would escape to the heap.) A bucket not spent
@@ -40,12 +42,19 @@ type Bucket interface {
 	// gives, and left in that state if the spend is denied, so that a
 	// sweep can remove it. A bucket marked keyrate.Tombstone is left alone
 	// and reported swept.
-	SpendRare(t time.Duration, cost int, floor *Floor) (s States, at time.Duration, denied int, swept bool)
+	SpendRare(t time.Duration, cost int, wait time.Duration, floor *Floor) (s States, at time.Duration, denied int, swept bool)
 	// Refund gives cost tokens back to every window at reading t (see
 	// keyrate.Rules.Refund); a bucket not spent from yet is full and is
 	// left alone. A bucket marked keyrate.Tombstone is left alone and
 	// reported swept.
 	Refund(t time.Duration, cost int) (swept bool)
+	// Cancel gives back the cost tokens of a reservation under the
+	// bucket's policy that left window 0 in state end, with its slot at
+	// reading slot, if the slot has not come and the bucket has not
+	// changed since (keyrate.Rules.Cancel), reading the clock after
+	// loading the states, in one step; it reports whether it did. A bucket
+	// marked keyrate.Tombstone or not spent from yet gives nothing back.
+	Cancel(end keyrate.State, slot time.Duration, cost int) bool
 	// Retire marks the bucket keyrate.Tombstone whatever its states, so
 	// that it can be replaced by a bucket under another policy, and returns
 	// its states. It reports fresh for a bucket not spent from yet (s is

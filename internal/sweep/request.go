@@ -36,13 +36,14 @@ func (m *Map[B]) Init(pols **keyrate.Policies, limit keyrate.Limit, opts []keyra
 }
 
 // Take spends cost tokens for key under rs if every window of its bucket
-// holds them, inserting a bucket for a new key and carrying the bucket of a
+// holds them (or, with a wait above 0, reserves them: see
+// Bucket.SpendRare), inserting a bucket for a new key and carrying the bucket of a
 // key under another policy over to rs (Replace). It writes the states
 // after the call into s (one per window of rs) and returns the reading it
 // was decided at and keyrate.Rules.Take's result, or an error wrapping
 // keyrate.ErrStoreFull for a new key that the cap leaves no room for. cost
 // must satisfy rs.CheckCost, and rs must not be unlimited.
-func (m *Map[B]) Take(key string, rs *keyrate.Rules, cost int) (States, time.Duration, int, error) {
+func (m *Map[B]) Take(key string, rs *keyrate.Rules, cost int, wait time.Duration) (States, time.Duration, int, error) {
 	for {
 		b, err := m.Get(key, rs)
 		if err != nil {
@@ -57,7 +58,7 @@ func (m *Map[B]) Take(key string, rs *keyrate.Rules, cost int) (States, time.Dur
 			m.Replace(key, b, rs, t)
 			continue
 		}
-		if s, at, denied, swept := b.SpendRare(t, cost, &m.floor); !swept {
+		if s, at, denied, swept := b.SpendRare(t, cost, wait, &m.floor); !swept {
 			return s, at, denied, nil
 		}
 		m.Drop(key, b) // swept under us: look the key up again
@@ -70,7 +71,7 @@ func (m *Map[B]) Allow(key string, rs *keyrate.Rules) bool {
 	if rs.Unlimited() {
 		return true
 	}
-	_, _, denied, err := m.Take(key, rs, 1)
+	_, _, denied, err := m.Take(key, rs, 1, 0)
 	return err == nil && denied < 0
 }
 
@@ -81,11 +82,49 @@ func (m *Map[B]) AllowN(key string, rs *keyrate.Rules, cost int) (keyrate.Decisi
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
 	}
-	s, at, denied, err := m.Take(key, rs, cost)
+	s, at, denied, err := m.Take(key, rs, cost, 0)
 	if err != nil {
 		return keyrate.Decision{}, err
 	}
 	return rs.Decide(s[:rs.Len()], at, cost, denied), nil
+}
+
+// Reserve is keyrate.WaitLimiter's Reserve by way of Take, under rs, for
+// a cost that satisfies rs.CheckCost: a store's Reserve after its fast
+// path missed. lim is the store, for the Reservation's Cancel.
+func (m *Map[B]) Reserve(lim keyrate.Canceler, key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+	if rs.Unlimited() {
+		return rs.Reserved(lim, key, nil, 0, cost, wait, -1), nil
+	}
+	s, at, denied, err := m.Take(key, rs, cost, max(wait, 0))
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return rs.Reserved(lim, key, s[:rs.Len()], at, cost, wait, denied), nil
+}
+
+// Denied is keyrate.Rules.Take's result for a one-window spend that
+// reports ok: -1 if allowed, else window 0.
+func Denied(ok bool) int {
+	if ok {
+		return -1
+	}
+	return 0
+}
+
+// Cancel is keyrate.WaitLimiter's Cancel: it gives back r's tokens if the
+// map still holds r's key under r's policy and the bucket allows it (see
+// Bucket.Cancel).
+func (m *Map[B]) Cancel(r keyrate.Reservation) bool {
+	rs := r.Rules()
+	if rs == nil || !r.OK() || rs.Unlimited() {
+		return false
+	}
+	b, ok := m.Load(r.Key())
+	if !ok || b.Rules() != rs {
+		return false
+	}
+	return b.Cancel(r.End(), r.At(), r.Cost())
 }
 
 // Refund gives cost tokens back to key under rs (see

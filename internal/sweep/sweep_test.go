@@ -136,14 +136,20 @@ func (b *hookBucket) Evict(t time.Duration, floor *Floor) bool {
 	return true
 }
 
-func (b *hookBucket) SpendRare(t time.Duration, cost int, floor *Floor) (s States, at time.Duration, denied int, swept bool) {
+func (b *hookBucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *Floor) (s States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.b.First == keyrate.Tombstone {
 		return s, t, 0, true
 	}
-	t, denied = b.b.Spend(t, cost, floor, s[:b.b.Rules.Len()])
+	t, denied = b.b.Spend(t, cost, wait, floor, s[:b.b.Rules.Len()])
 	return s, t, denied, false
+}
+
+func (b *hookBucket) Cancel(end keyrate.State, slot time.Duration, cost int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Cancel(end, b.b.Rules.Now(), slot, cost)
 }
 
 func (b *hookBucket) Refund(t time.Duration, cost int) bool {
@@ -203,7 +209,7 @@ func TestFullStoreMarkedNotDropped(t *testing.T) {
 				t.Fatal(err)
 			}
 			take := func(key string) (bool, error) {
-				_, _, denied, err := m.Take(key, pols.Default(), 1)
+				_, _, denied, err := m.Take(key, pols.Default(), 1, 0)
 				return denied < 0, err
 			}
 			m.Close() // paced sweeps run on the caller: nothing runs beside the test

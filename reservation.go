@@ -1,0 +1,191 @@
+package keyrate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/keyrate/keyrate/clock"
+)
+
+// WaitLimiter is a PolicyLimiter whose callers can wait for tokens rather
+// than be denied: a job dispatcher, a crawler, a client of a rate-limited
+// API. Every in-process store implements it, and so does redisbucket.
+//
+// A reservation takes cost tokens for the earliest instant at which the
+// key's bucket holds them, its slot: at once if it holds them now, or
+// later, as long as the slot is at most a maximum wait away. With GCRA
+// this is a spend allowed past the fill time by at most that wait (see
+// Rule.Reserve): one compare-and-swap in atomicbucket, one locked step in
+// the other stores, one script call in redisbucket. Reservations on one
+// key get their slots in the order they are made, so waiters are served
+// first come, first served, and the bound of the package documentation
+// holds for the slots: over any interval of length T at most Burst +
+// Rate·T/Per tokens have their slots in it. Wait returns at a reservation's
+// slot or later (sleeping can only be late, never early), on the store's
+// clock (clock.SleepUntil).
+type WaitLimiter interface {
+	PolicyLimiter
+
+	// Reserve reserves cost tokens of key, under key's policy, for the
+	// earliest slot at which every window holds them, if that is at most
+	// maxWait away; otherwise it reserves nothing and returns a
+	// Reservation whose OK is false and whose Delay is the wait it would
+	// have needed. It returns an error wrapping ErrInvalidCost,
+	// ErrCostExceedsBurst (a cost no wait can ever allow), ErrStoreFull
+	// or ErrUnknownPolicy as AllowN does, reserving nothing. A maxWait of
+	// 0 or less reserves only what is there now: it is AllowN.
+	Reserve(key string, cost int, maxWait time.Duration) (Reservation, error)
+
+	// ReserveTier is Reserve under tier's policy.
+	ReserveTier(key string, tier Tier, cost int, maxWait time.Duration) (Reservation, error)
+
+	// Wait spends cost tokens of key, under key's policy, waiting for them
+	// if the bucket lacks them now, and returns nil once they are spent.
+	// It returns at once, having spent nothing, with an error wrapping
+	// ErrInvalidCost or ErrCostExceedsBurst for a cost that can never be
+	// allowed, ctx.Err() if ctx is done, and an error wrapping both
+	// ErrWaitExceedsDeadline and context.DeadlineExceeded if the wait
+	// would end after ctx's deadline. If ctx is done while waiting, it
+	// cancels its reservation (Reservation.Cancel) and returns ctx.Err().
+	// It creates no timer when no wait is needed, and otherwise sleeps on
+	// the store's clock, on the calling goroutine.
+	//
+	// ctx's deadline is a wall-clock instant, and the store's clock need
+	// not be the wall clock: the wait is compared with the time left until
+	// the deadline (time.Until), as a duration on the store's clock.
+	Wait(ctx context.Context, key string, cost int) error
+
+	// WaitTier is Wait under tier's policy.
+	WaitTier(ctx context.Context, key string, tier Tier, cost int) error
+
+	// Cancel is r.Cancel(): it gives back the tokens of a reservation
+	// made by this store whose slot has not come, if the key's bucket has
+	// not changed since, and reports whether it did.
+	Cancel(r Reservation) bool
+}
+
+// Canceler is what a Reservation calls back to cancel itself: the store
+// that made it. Every WaitLimiter is one.
+type Canceler interface {
+	Cancel(r Reservation) bool
+}
+
+// Reservation is cost tokens of one key reserved for a slot (see
+// WaitLimiter): the instant at which the key's bucket holds them. Its
+// zero value reserves nothing. A Reservation is a plain value, safe to
+// copy and to use from several goroutines.
+type Reservation struct {
+	lim   Canceler
+	key   string
+	rules *Rules
+	end   State         // window 0's state after the reservation
+	t     time.Duration // the clock reading it was made at
+	slot  time.Duration // the clock reading of its slot
+	wait  time.Duration // the most it was allowed to wait
+	cost  int
+	ok    bool
+}
+
+// NewReservation is how a store reports a reservation: made by lim for
+// key under rs at clock reading t, with maximum wait wait and cost cost,
+// with its slot, and (for Cancel) end, the state it left in window 0. ok
+// reports whether it was made; if not, slot is the one it would have
+// needed. Stores call it; users get Reservations from a WaitLimiter.
+func NewReservation(lim Canceler, key string, rs *Rules, end State, t, slot, wait time.Duration, cost int, ok bool) Reservation {
+	return Reservation{lim: lim, key: key, rules: rs, end: end, t: t, slot: slot, wait: wait, cost: cost, ok: ok}
+}
+
+// OK reports whether the tokens were reserved: their slot was at most the
+// maximum wait away.
+func (r Reservation) OK() bool { return r.ok }
+
+// Key returns the key the reservation is for.
+func (r Reservation) Key() string { return r.key }
+
+// Cost returns the tokens reserved (or asked for, if OK is false).
+func (r Reservation) Cost() int { return r.cost }
+
+// Delay returns the wait, from the moment the reservation was made, until
+// its slot: 0 if the tokens were there at once. If OK is false it is the
+// wait the reservation would have needed.
+func (r Reservation) Delay() time.Duration { return Delay(r.slot, r.t) }
+
+// At returns the slot as a reading of the store's clock.
+func (r Reservation) At() time.Duration { return r.slot }
+
+// DelayFrom returns the wait from clock reading now until the slot: 0 once
+// it has come.
+func (r Reservation) DelayFrom(now time.Duration) time.Duration { return Delay(r.slot, now) }
+
+// Rules returns the compiled policy the reservation was made under (nil
+// for the zero Reservation). Stores call it in Cancel.
+func (r Reservation) Rules() *Rules { return r.rules }
+
+// End returns the state the reservation left in window 0. Stores call it
+// in Cancel.
+func (r Reservation) End() State { return r.end }
+
+// Cancel gives the reserved tokens back if the slot has not come and no
+// request has spent, reserved, refunded or cancelled on the key since the
+// reservation was made (a caller giving up on the wait it just reserved,
+// or the latest of several waiters), and reports whether it did. The
+// reservations made after it keep their slots: none moves later. If the
+// key's bucket has changed since, the tokens stay spent, since giving them
+// back would let a new request share the slot of a later reservation and
+// admit more than the limit; they are lost to the key (it is denied a
+// little more than it could have been), never minted. A second Cancel, or
+// one after the slot, or of a reservation that is not OK, gives back
+// nothing. Cancel is the store's Cancel.
+func (r Reservation) Cancel() bool {
+	if !r.ok || r.lim == nil || r.rules == nil || r.slot <= r.t {
+		return false
+	}
+	return r.lim.Cancel(r)
+}
+
+// Wait sleeps until the slot, on the clock of the store that made the
+// reservation, and returns nil then (at once, creating no timer, if the
+// slot has come). If ctx is done first it cancels the reservation (see
+// Cancel) and returns ctx.Err(). For a reservation that is not OK it
+// returns an error wrapping ErrWaitExceedsDeadline and
+// context.DeadlineExceeded, naming the wait it needed and the most it was
+// allowed.
+func (r Reservation) Wait(ctx context.Context) error {
+	if r.ok && r.slot <= r.t {
+		return nil
+	}
+	return r.sleep(ctx)
+}
+
+func (r Reservation) sleep(ctx context.Context) error {
+	if !r.ok {
+		return fmt.Errorf("%w: waiting %v for a cost of %d would pass the deadline, %v away: %w",
+			ErrWaitExceedsDeadline, r.Delay(), r.cost, max(r.wait, 0), context.DeadlineExceeded)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := clock.SleepUntil(ctx, r.rules.Clock(), r.slot); err != nil {
+		r.Cancel()
+		return err
+	}
+	return nil
+}
+
+// WaitBudget returns the longest wait ctx allows, the time left until its
+// deadline (0 if it has passed) or, without one, no bound; or ctx.Err() if
+// ctx is done. A nil ctx is context.Background(). Stores call it in Wait.
+func WaitBudget(ctx context.Context) (time.Duration, error) {
+	if ctx == nil {
+		return math.MaxInt64, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), 0), nil
+	}
+	return math.MaxInt64, nil
+}

@@ -1,0 +1,252 @@
+package keyrate
+
+import (
+	"math"
+	"time"
+)
+
+// This file is the arithmetic of waiting: a reservation is a spend allowed
+// past the fill time by at most a maximum wait. With I the ticks per token
+// and F the fill time, a reservation of c tokens at tick now moves the
+// state as a spend does,
+//
+//	TAT' = max(TAT, now) + c·I,   allowed iff TAT' − now ≤ F + wait
+//
+// and its slot, the tick at which the bucket holds the tokens it spent, is
+// max(now, TAT' − F). Requests counted at their slots obey the token
+// bucket's bound: over any interval of length T at most Burst + Rate·T/Per
+// tokens have their slots in it. A reservation is a spend at its slot:
+// TAT' is what a spend at the slot would give, and it is allowed there.
+
+// WaitTicks converts a maximum wait to the rule's ticks, clamping it to
+// [0, 2^62 − F] ticks so that a state never passes 2^63 (see the package
+// documentation). A wait longer than the rule's clock range is that range.
+func (p *Rule) WaitTicks(wait time.Duration) uint64 {
+	if wait <= 0 {
+		return 0
+	}
+	return min(uint64(min(wait, p.maxNanos))*p.scale, maxTicks-p.fill)
+}
+
+// Reserve is Take for a request that may wait: it spends cost tokens from
+// state s at tick now for the earliest tick at which the bucket holds
+// them, its slot (Slot), if that is at most wait ticks after now
+// (WaitTicks), returning the new state and true, or s and false. With a
+// wait of 0 it is exactly Take. It is pure, and never moves a state
+// backwards. cost must satisfy CheckCost.
+func (p *Rule) Reserve(s State, now uint64, cost int, wait uint64) (State, bool) {
+	next := max(uint64(s), now) + uint64(cost)*p.interval
+	if next-now > p.fill+wait {
+		return s, false
+	}
+	return State(next), true
+}
+
+// Slot returns the slot of the reservation that left the bucket in state s
+// at tick now: the tick at which it holds the tokens spent, now if it
+// held them at once. For a denied reservation it is the slot the request
+// would have needed, given the unchanged state s and the cost: see
+// SlotFor.
+func (p *Rule) Slot(s State, now uint64) uint64 {
+	if uint64(s) > now+p.fill {
+		return uint64(s) - p.fill
+	}
+	return now
+}
+
+// SlotFor returns the slot a reservation of cost would get from state s at
+// tick now, whatever the wait: the tick to compare with a maximum wait
+// when Reserve denies it.
+func (p *Rule) SlotFor(s State, now uint64, cost int) uint64 {
+	return p.Slot(State(max(uint64(s), now)+uint64(cost)*p.interval), now)
+}
+
+// pending reports whether the bucket in state s owes more than Burst at
+// tick now: a reservation's slot lies ahead (or a change to a smaller limit
+// left the key in debt).
+func (p *Rule) pending(s State, now uint64) bool { return uint64(s) > now+p.fill }
+
+// Cancel gives back the cost tokens of a reservation whose slot has not
+// come, if nothing has changed the bucket since: s is its state at tick
+// now, end the state the reservation left, and slot its slot. It returns
+// the state before the reservation (as of the reservation's own reading)
+// and true, or s and false: when s is not end (another request spent,
+// reserved, refunded or cancelled since; giving the tokens back would let
+// a new request share a slot that a later reservation holds), or when the
+// slot has come (now ≥ slot). It is idempotent: a second Cancel of the
+// same reservation finds s ≠ end. Read now after loading s, so that no
+// request decided before s was loaded holds a later reading.
+func (p *Rule) Cancel(s, end State, now, slot uint64, cost int) (State, bool) {
+	if s != end || now >= slot {
+		return s, false
+	}
+	return s - State(uint64(cost)*p.interval), true
+}
+
+// Reserve is Take for a request that may wait: it finds the earliest clock
+// reading at or after t, its slot, at which every window holds cost
+// tokens, and if that is at most wait after t spends them there from every
+// window (the request is decided as if made at the slot, so that each
+// window counts it at the slot), updating s and returning the slot and -1.
+// Otherwise it returns the slot the request would have needed and the
+// index of the window that needs the longest wait, leaving s unchanged.
+// With a wait of 0 it is exactly Take. A one-window policy's slot is exact
+// to the tick (Rule.Reserve); with several windows it is rounded up to a
+// whole nanosecond. cost must satisfy CheckCost.
+func (rs *Rules) Reserve(s []State, t time.Duration, cost int, wait time.Duration) (slot time.Duration, denied int) {
+	if len(rs.rules) == 1 {
+		r := &rs.rules[0]
+		now := r.Ticks(t)
+		next, ok := r.Reserve(s[0], now, cost, r.WaitTicks(wait))
+		if !ok {
+			return r.Reading(State(r.SlotFor(s[0], now, cost))), 0
+		}
+		s[0] = next
+		if at := r.Slot(next, now); at > now {
+			return r.Reading(State(at)), -1
+		}
+		return t, -1
+	}
+	tc := rs.clamp(t) // where the rules count t
+	if wait <= 0 {
+		if denied = rs.Take(s, tc, cost); denied < 0 {
+			return t, -1
+		}
+		return rs.slotFor(s, tc, cost), denied
+	}
+	slot, late := tc, -1
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		if at := r.Reading(State(r.SlotFor(s[i], r.Ticks(tc), cost))); at > slot {
+			slot, late = at, i
+		}
+	}
+	if late < 0 {
+		rs.Take(s, tc, cost) // allowed at once
+		return t, -1
+	}
+	if Delay(slot, t) > wait {
+		return slot, late
+	}
+	var next [MaxLimits]State
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		n, ok := r.Take(s[i], r.Ticks(slot), cost)
+		if !ok { // a slot past the clock range, where time stops
+			return math.MaxInt64, i
+		}
+		next[i] = n
+	}
+	copy(s, next[:len(rs.rules)])
+	return slot, -1
+}
+
+// slotFor returns the earliest reading at or after t at which every window
+// of s holds cost tokens.
+func (rs *Rules) slotFor(s []State, t time.Duration, cost int) time.Duration {
+	slot := t
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		slot = max(slot, r.Reading(State(r.SlotFor(s[i], r.Ticks(t), cost))))
+	}
+	return slot
+}
+
+// clamp returns reading t clamped to the rules' clock range, where Ticks
+// counts it: a reading before the epoch is the epoch.
+func (rs *Rules) clamp(t time.Duration) time.Duration {
+	r := &rs.rules[0]
+	if t < r.epoch {
+		return r.epoch
+	}
+	if t-r.epoch > r.maxNanos {
+		return r.epoch + r.maxNanos
+	}
+	return t
+}
+
+// Delay returns slot − t, the wait from reading t until reading slot: 0
+// if slot is not after t, and the longest duration if the difference
+// overflows.
+func Delay(slot, t time.Duration) time.Duration {
+	if slot <= t {
+		return 0
+	}
+	if d := slot - t; d > 0 {
+		return d
+	}
+	return math.MaxInt64
+}
+
+// Cancel gives back the cost tokens of a reservation whose slot has not
+// come, if nothing has changed the key's states since (see Rule.Cancel):
+// s holds the states at reading t (read after loading them), end the state
+// the reservation left in window 0, and slot its slot. Every window then
+// gives back cost tokens, and Cancel reports true; otherwise it changes
+// nothing and reports false. Window 0 stands for all: every request,
+// refund and cancel changes every window's state, and window 0's by at
+// least a tick.
+func (rs *Rules) Cancel(s []State, end State, t, slot time.Duration, cost int) bool {
+	if len(rs.rules) == 0 || s[0] != end || t >= slot {
+		return false
+	}
+	for i := range rs.rules {
+		s[i] -= State(uint64(cost) * rs.rules[i].interval)
+	}
+	return true
+}
+
+// pending reports whether any window of s owes more than its Burst at
+// reading t (see Rule.Refund).
+func (rs *Rules) pending(s []State, t time.Duration) bool {
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		if r.pending(s[i], r.Ticks(t)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Slot returns the slot of a reservation made at reading t that left the
+// states s (Reserve's result, recovered from the states): the reading at
+// which every window holds the tokens it spent, or t if they all did at
+// once.
+func (rs *Rules) Slot(s []State, t time.Duration) time.Duration {
+	slot := t
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		now := r.Ticks(t)
+		if at := r.Slot(s[i], now); at > now {
+			slot = max(slot, r.Reading(State(at)))
+		}
+	}
+	return slot
+}
+
+// SlotFor returns the slot a reservation of cost would get from the states
+// s at reading t, whatever the wait: t if every window holds cost now.
+func (rs *Rules) SlotFor(s []State, t time.Duration, cost int) time.Duration {
+	if len(rs.rules) == 0 {
+		return t
+	}
+	tc := rs.clamp(t)
+	slot := rs.slotFor(s, tc, cost)
+	if slot <= tc {
+		return t
+	}
+	return slot
+}
+
+// Reserved builds the Reservation of a request of cost for key made by lim
+// at reading t with maximum wait wait, from the states s after it (the
+// new states if reserved, the unchanged ones if not) and Reserve's result.
+func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, cost int, wait time.Duration, denied int) Reservation {
+	switch {
+	case rs.policy.Unlimited:
+		return NewReservation(lim, key, rs, 0, t, t, wait, cost, true)
+	case denied >= 0:
+		return NewReservation(lim, key, rs, 0, t, rs.SlotFor(s, t, cost), wait, cost, false)
+	}
+	return NewReservation(lim, key, rs, s[0], t, rs.Slot(s, t), wait, cost, true)
+}
