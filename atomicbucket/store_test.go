@@ -2,6 +2,7 @@ package atomicbucket_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
@@ -22,6 +23,8 @@ func TestEviction(t *testing.T) { conformance.RunEviction(t, bounded) }
 
 func TestPolicies(t *testing.T) { conformance.RunPolicies(t, bounded) }
 
+func TestWait(t *testing.T) { conformance.RunWait(t, bounded) }
+
 // BenchmarkSweep: Allow latency on a 1M-key store with and without a
 // concurrent sweep. See conformance.BenchSweep.
 func BenchmarkSweep(b *testing.B) { conformance.BenchSweep(b, bounded) }
@@ -29,3 +32,8 @@ func BenchmarkSweep(b *testing.B) { conformance.BenchSweep(b, bounded) }
 // BenchmarkKeyMemory: bytes per key with and without hashed keys. See
 // conformance.BenchKeyMemory.
 func BenchmarkKeyMemory(b *testing.B) { conformance.BenchKeyMemory(b, bounded) }
+
+// TestWaitHour runs the simulated waiters for the whole hour the issue
+// names (3.6 million waits), under the race detector too, where RunWait
+// simulates a minute: once, for the lock-free store.
+func TestWaitHour(t *testing.T) { conformance.SimulatedWaiters(t, bounded, time.Hour) }

@@ -22,6 +22,8 @@ func TestEviction(t *testing.T) { conformance.RunEviction(t, bounded) }
 
 func TestPolicies(t *testing.T) { conformance.RunPolicies(t, bounded) }
 
+func TestWait(t *testing.T) { conformance.RunWait(t, bounded) }
+
 // BenchmarkSweep: Allow latency on a 1M-key store with and without a
 // concurrent sweep. See conformance.BenchSweep.
 func BenchmarkSweep(b *testing.B) { conformance.BenchSweep(b, bounded) }

@@ -23,6 +23,8 @@ func TestEviction(t *testing.T) { conformance.RunEviction(t, bounded) }
 
 func TestPolicies(t *testing.T) { conformance.RunPolicies(t, bounded) }
 
+func TestWait(t *testing.T) { conformance.RunWait(t, bounded) }
+
 // TestFullStoreStripes runs the full-store checks with few and with many
 // stripes: a refused new key searches the stripes after its own, so with
 // more stripes than keys (one key a stripe, its own empty) the room it

@@ -1,0 +1,544 @@
+package conformance
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/racetest"
+)
+
+// RunWait checks keyrate.WaitLimiter on a bounded store: reservations and
+// their slots step by step, exact cancellation, Wait's errors and its
+// cancellation, first-come-first-served waiters, a simulated stretch of
+// waiters on one key against the bound, concurrent reservations and
+// cancels against the bound, and decisions equal to keyrate.Rules' in a
+// differential run. Every wait runs on the manual clock: no test sleeps.
+func RunWait(t *testing.T, b Bounded) {
+	t.Run("ReserveSteps", func(t *testing.T) { testReserveSteps(t, b) })
+	t.Run("CancelOrder", func(t *testing.T) { testCancelOrder(t, b) })
+	t.Run("WaitErrors", func(t *testing.T) { testWaitErrors(t, b) })
+	t.Run("WaitCancelled", func(t *testing.T) { testWaitCancelled(t, b) })
+	t.Run("FirstComeFirstServed", func(t *testing.T) { testWaitOrder(t, b) })
+	t.Run("SimulatedWaiters", func(t *testing.T) { testSimulatedWaiters(t, b) })
+	t.Run("ConcurrentReservations", func(t *testing.T) { testConcurrentReservations(t, b) })
+	t.Run("Differential", func(t *testing.T) { testWaitDifferential(t, b) })
+	t.Run("ZeroAllocs", func(t *testing.T) { testWaitZeroAllocs(t, b) })
+}
+
+// waitStore is an in-process store that can wait.
+type waitStore interface {
+	keyrate.WaitLimiter
+	keyrate.BoundedLimiter
+}
+
+func openWait(t *testing.T, b Bounded, limit keyrate.Limit, opts ...keyrate.Option) (waitStore, *clock.Manual) {
+	t.Helper()
+	l, clk := openPolicies(t, b, limit, opts...)
+	w, ok := l.(waitStore)
+	if !ok {
+		t.Fatalf("%T does not implement keyrate.WaitLimiter", l)
+	}
+	return w, clk
+}
+
+// perSecondBurst is rate a second with the given burst.
+func perSecondBurst(rate, burst int) keyrate.Limit {
+	return keyrate.Limit{Rate: rate, Per: time.Second, Burst: burst}
+}
+
+func reserve(t *testing.T, l keyrate.WaitLimiter, key string, cost int, wait time.Duration) keyrate.Reservation {
+	t.Helper()
+	r, err := l.Reserve(key, cost, wait)
+	if err != nil {
+		t.Fatalf("Reserve(%q, %d, %v): %v", key, cost, wait, err)
+	}
+	return r
+}
+
+func wantReservation(t *testing.T, what string, r keyrate.Reservation, ok bool, delay time.Duration) {
+	t.Helper()
+	if r.OK() != ok || r.Delay() != delay {
+		t.Fatalf("%s = OK %v, Delay %v; want OK %v, Delay %v", what, r.OK(), r.Delay(), ok, delay)
+	}
+}
+
+// testReserveSteps: one token a second, burst 2.
+func testReserveSteps(t *testing.T, b Bounded) {
+	l, clk := openWait(t, b, perSecondBurst(1, 2))
+	wantReservation(t, "first Reserve(1, 0)", reserve(t, l, "k", 1, 0), true, 0)
+	wantReservation(t, "second Reserve(1, 0)", reserve(t, l, "k", 1, 0), true, 0)
+	wantReservation(t, "Reserve(1, 0) on an empty bucket", reserve(t, l, "k", 1, 0), false, time.Second)
+	wantReservation(t, "Reserve(1, 999ms)", reserve(t, l, "k", 1, 999*time.Millisecond), false, time.Second)
+	r1 := reserve(t, l, "k", 1, time.Second)
+	wantReservation(t, "Reserve(1, 1s)", r1, true, time.Second)
+	if r1.At() != start+time.Second || r1.DelayFrom(start+time.Second) != 0 || r1.Key() != "k" || r1.Cost() != 1 {
+		t.Fatalf("Reserve(1, 1s) slot at %v, DelayFrom(slot) %v, key %q, cost %d; want %v, 0, k, 1", r1.At(), r1.DelayFrom(start+time.Second), r1.Key(), r1.Cost(), start+time.Second)
+	}
+	wantReservation(t, "Reserve(2, 2s) behind it", reserve(t, l, "k", 2, 2*time.Second), false, 3*time.Second)
+	if d := l.Peek("k"); d.Allowed || d.Remaining != 0 || d.RetryAfter != 2*time.Second {
+		t.Fatalf("Peek with a reservation at 1s = %+v, want denied, retry after 2s", d)
+	}
+	if _, err := l.Reserve("k", 3, time.Hour); !errors.Is(err, keyrate.ErrCostExceedsBurst) {
+		t.Fatalf("Reserve(3) with burst 2: %v, want ErrCostExceedsBurst", err)
+	}
+	if _, err := l.Reserve("k", 0, time.Hour); !errors.Is(err, keyrate.ErrInvalidCost) {
+		t.Fatalf("Reserve(0): %v, want ErrInvalidCost", err)
+	}
+	if !r1.Cancel() {
+		t.Fatal("Cancel of the latest reservation before its slot gave nothing back")
+	}
+	r2 := reserve(t, l, "k", 1, time.Second)
+	wantReservation(t, "Reserve(1, 1s) after the cancel", r2, true, time.Second)
+	clk.Advance(time.Second)
+	if r2.Cancel() {
+		t.Fatal("Cancel at the slot gave tokens back")
+	}
+	if d := l.Peek("k"); d.Allowed {
+		t.Fatalf("Peek at the slot of the reservation that holds the token = %+v, want denied", d)
+	}
+	clk.Advance(time.Second)
+	wantReservation(t, "Reserve(1, 0) a second later", reserve(t, l, "k", 1, 0), true, 0)
+}
+
+// testCancelOrder: cancelling gives tokens back only for the latest
+// reservation, never moves a later one, and is idempotent, copies
+// included.
+func testCancelOrder(t *testing.T, b Bounded) {
+	l, _ := openWait(t, b, perSecondBurst(1, 1))
+	l.Allow("k")
+	a := reserve(t, l, "k", 1, time.Hour)
+	bb := reserve(t, l, "k", 1, time.Hour)
+	wantReservation(t, "A", a, true, time.Second)
+	wantReservation(t, "B", bb, true, 2*time.Second)
+	if a.Cancel() {
+		t.Fatal("Cancel of A with B reserved after it gave tokens back: a new request would share B's slot")
+	}
+	wantReservation(t, "C after A's cancel", reserve(t, l, "k", 1, time.Hour), true, 3*time.Second)
+	// C is the latest now; cancel it, then B, then A, unwinding.
+	c := reserve(t, l, "k", 1, time.Hour)
+	wantReservation(t, "D", c, true, 4*time.Second)
+	copyOfC := c
+	if !c.Cancel() || c.Cancel() || copyOfC.Cancel() {
+		t.Fatal("Cancel of the latest reservation, twice and through a copy: want true, false, false")
+	}
+	if !l.Cancel(reserve(t, l, "k", 1, time.Hour)) {
+		t.Fatal("the store's Cancel of the latest reservation gave nothing back")
+	}
+	if (keyrate.Reservation{}).Cancel() || l.Cancel(keyrate.Reservation{}) {
+		t.Fatal("Cancel of the zero Reservation reported true")
+	}
+	denied := reserve(t, l, "k", 1, 0)
+	if denied.OK() || denied.Cancel() {
+		t.Fatalf("a reservation that is not OK: OK %v, and its Cancel gave tokens back", denied.OK())
+	}
+	other, _ := openWait(t, b, perSecondBurst(1, 1))
+	mine := reserve(t, l, "k", 1, time.Hour)
+	if other.Cancel(mine) {
+		t.Fatal("another store's Cancel gave back this store's reservation")
+	}
+	if !mine.Cancel() {
+		t.Fatal("Cancel of the latest reservation after another store refused it gave nothing back")
+	}
+}
+
+// testWaitErrors: Wait fails at once, spending nothing, for a cost no wait
+// allows, a done context, or a wait past the context's deadline.
+func testWaitErrors(t *testing.T, b Bounded) {
+	l, _ := openWait(t, b, perSecondBurst(1, 2), keyrate.WithPolicies(keyrate.Unlimited("free")))
+	ctx := context.Background()
+	l.Allow("k")
+	before := l.Peek("k")
+	if err := l.Wait(ctx, "k", 3); !errors.Is(err, keyrate.ErrCostExceedsBurst) {
+		t.Fatalf("Wait(3) with burst 2: %v, want ErrCostExceedsBurst", err)
+	}
+	if err := l.Wait(ctx, "k", 0); !errors.Is(err, keyrate.ErrInvalidCost) {
+		t.Fatalf("Wait(0): %v, want ErrInvalidCost", err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l.Wait(done, "k", 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled context: %v, want context.Canceled", err)
+	}
+	// The wait for 2 tokens is 1s of the store's (manual) clock; the
+	// deadline is 1ms of real time away, or already past on a busy
+	// machine: either way the error is context.DeadlineExceeded.
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if err := l.Wait(short, "k", 2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait past a 1ms deadline: %v, want an error matching context.DeadlineExceeded", err)
+	}
+	// A wait of 1s with an hour left: ErrWaitExceedsDeadline, at once.
+	hour, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	slow, _ := openWait(t, b, keyrate.Limit{Rate: 1, Per: 2 * time.Hour, Burst: 2})
+	slow.Allow("k")
+	err := slow.Wait(hour, "k", 2)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, keyrate.ErrWaitExceedsDeadline) || hour.Err() != nil {
+		t.Fatalf("Wait of 2h with an hour to the deadline: %v, want ErrWaitExceedsDeadline matching context.DeadlineExceeded, at once", err)
+	}
+	if d := slow.Peek("k"); d.Remaining != 1 {
+		t.Fatalf("the refused Wait spent: Peek = %+v, want 1 token left", d)
+	}
+	if after := l.Peek("k"); after != before {
+		t.Fatalf("failed Waits spent: Peek %+v before, %+v after", before, after)
+	}
+	var nilCtx context.Context
+	if err := l.Wait(nilCtx, "k", 1); err != nil {
+		t.Fatalf("Wait(nil context) with a token there: %v, want nil", err)
+	}
+	other, _ := openWait(t, b, perSecondBurst(1, 2), keyrate.WithPolicies(keyrate.Unlimited("free")))
+	foreign, _ := other.Tier("free")
+	if err := l.WaitTier(ctx, "k", foreign, 1); !errors.Is(err, keyrate.ErrUnknownPolicy) {
+		t.Fatalf("WaitTier with another store's tier: %v, want ErrUnknownPolicy", err)
+	}
+	free, _ := l.Tier("free")
+	if err := l.WaitTier(ctx, "k", free, 1000); err != nil {
+		t.Fatalf("WaitTier under an unlimited policy: %v, want nil", err)
+	}
+	if r, err := l.ReserveTier("k", free, 5, 0); err != nil || !r.OK() || r.Delay() != 0 || r.Cancel() {
+		t.Fatalf("ReserveTier under an unlimited policy = OK %v, Delay %v, %v (or its Cancel gave something back)", r.OK(), r.Delay(), err)
+	}
+}
+
+// testWaitCancelled: a Wait whose context is cancelled while it sleeps
+// returns the context's error, leaves no sleeper behind, and gives its
+// tokens back, so the next waiter gets its slot.
+func testWaitCancelled(t *testing.T, b Bounded) {
+	l, clk := openWait(t, b, perSecondBurst(1, 1))
+	l.Allow("k")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- l.Wait(ctx, "k", 1) }()
+	if err := clk.AwaitSleepers(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait cancelled while sleeping: %v, want context.Canceled", err)
+	}
+	if n := clk.Sleepers(); n != 0 {
+		t.Fatalf("%d sleepers left after the cancelled Wait returned", n)
+	}
+	wantReservation(t, "Reserve after the cancelled Wait", reserve(t, l, "k", 1, time.Hour), true, time.Second)
+}
+
+// testWaitOrder: waiters on one key return in the order they reserved,
+// each at its slot.
+func testWaitOrder(t *testing.T, b Bounded) {
+	const waiters = 5
+	l, clk := openWait(t, b, perSecondBurst(1, 1))
+	l.Allow("k")
+	type ret struct {
+		i  int
+		at time.Duration
+	}
+	rets := make(chan ret, waiters)
+	bg := context.Background()
+	for i := range waiters {
+		go func() {
+			if err := l.Wait(bg, "k", 1); err != nil {
+				t.Error(err)
+			}
+			rets <- ret{i, clk.Now()}
+		}()
+		if err := clk.AwaitSleepers(bg, i+1); err != nil { // i reserved before i+1 starts
+			t.Fatal(err)
+		}
+	}
+	for want := range waiters {
+		if _, ok := clk.Step(); !ok {
+			t.Fatalf("no sleeper for waiter %d", want)
+		}
+		got := <-rets
+		if got.i != want || got.at != start+time.Duration(want+1)*time.Second {
+			t.Fatalf("return %d: waiter %d at %v; want waiter %d at %v", want, got.i, got.at, want, start+time.Duration(want+1)*time.Second)
+		}
+	}
+}
+
+// waitersSpan is how much clock time testSimulatedWaiters simulates: an
+// hour at 1000 tokens a second, the figure; a minute under the
+// race detector, which makes each of the 3.6 million waits 20-50 times
+// slower.
+func waitersSpan() time.Duration {
+	if racetest.Enabled {
+		return time.Minute
+	}
+	return time.Hour
+}
+
+// testSimulatedWaiters: 8 goroutines call Wait on one key at 1000 a
+// second, burst 10, for a simulated stretch of time, the clock stepping
+// to each earliest wake-up once all 8 sleep. The tokens returned are
+// within one of what the rate allows, and the returns, at the readings at
+// which each Wait returned, never exceed the bound in any window.
+func testSimulatedWaiters(t *testing.T, b Bounded) { SimulatedWaiters(t, b, waitersSpan()) }
+
+// SimulatedWaiters is RunWait's SimulatedWaiters over a simulated span of
+// the given length: a store's own tests run it for the whole hour under
+// the race detector too.
+func SimulatedWaiters(t *testing.T, b Bounded, span time.Duration) {
+	const goroutines, rate, burst = 8, 1000, 10
+	limit := perSecondBurst(rate, burst)
+	l, clk := openWait(t, b, limit)
+	bg := context.Background()
+	ctx, stop := context.WithCancel(bg)
+	defer stop()
+	end := start + span
+	var (
+		mu   sync.Mutex
+		rets []time.Duration
+		wg   sync.WaitGroup
+	)
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for {
+				if err := l.Wait(ctx, "k", 1); err != nil {
+					if !errors.Is(err, context.Canceled) {
+						t.Error(err)
+					}
+					break
+				}
+				now := clk.Now()
+				if now > end {
+					break
+				}
+				mine = append(mine, now)
+			}
+			mu.Lock()
+			rets = append(rets, mine...)
+			mu.Unlock()
+		}()
+	}
+	for {
+		if err := clk.AwaitSleepers(bg, goroutines); err != nil {
+			t.Fatal(err)
+		}
+		if now, _ := clk.Step(); now > end {
+			break
+		}
+	}
+	stop() // the waiters still asleep give up; the one woken stops by itself
+	wg.Wait()
+	slices.Sort(rets)
+	want := int(int64(rate)*int64(span)/int64(time.Second)) + burst
+	if len(rets) > want || len(rets) < want-1 {
+		t.Fatalf("%d Waits returned over %v at %d/s, burst %d; want %d (within one)", len(rets), span, rate, burst, want)
+	}
+	checkBound(t, limit, rets, nil)
+}
+
+// checkBound fails t unless the admissions at readings at, of costs cost
+// (1 each if nil), sorted by reading, keep the token bucket's bound over
+// every interval: replayed in order through an exact rule of limit, each
+// is allowed. (For exact limits the replay is the bound: it denies the
+// first admission that would put Burst + Rate·T/Per over some interval.)
+func checkBound(t *testing.T, limit keyrate.Limit, at []time.Duration, cost []int) {
+	t.Helper()
+	if len(at) == 0 {
+		return
+	}
+	idx := make([]int, len(at))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
+	clk := clock.NewManual(at[idx[0]])
+	r, err := keyrate.NewRule(limit, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Exact() {
+		t.Fatalf("checkBound needs an exact limit, not %v", limit)
+	}
+	var s keyrate.State
+	for n, i := range idx {
+		c := 1
+		if cost != nil {
+			c = cost[i]
+		}
+		next, ok := r.Take(s, r.Ticks(at[i]), c)
+		if !ok {
+			t.Fatalf("admission %d of %d (cost %d at %v) puts more than %v over some interval ending there",
+				n, len(idx), c, at[i]-at[idx[0]], limit)
+		}
+		s = next
+	}
+}
+
+// testConcurrentReservations: goroutines reserve with random costs and
+// waits, and cancel their latest reservations, on one key while the clock
+// moves; the reservations left standing keep the bound at their slots.
+func testConcurrentReservations(t *testing.T, b Bounded) {
+	for _, limit := range []keyrate.Limit{perSecondBurst(1000, 1), perSecondBurst(1000, 20)} {
+		t.Run(fmt.Sprint("burst=", limit.Burst), func(t *testing.T) {
+			l, clk := openWait(t, b, limit)
+			const goroutines = 8
+			ops := 3000
+			if racetest.Enabled {
+				ops = 1000
+			}
+			type held struct {
+				at   time.Duration
+				cost int
+			}
+			var (
+				mu   sync.Mutex
+				kept []held
+				wg   sync.WaitGroup
+			)
+			stop := make(chan struct{})
+			go func() { // the clock: 0-2ms steps, as fast as it can
+				rng := rand.New(rand.NewPCG(1, 2))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						clk.Advance(time.Duration(rng.IntN(2000)) * time.Microsecond)
+					}
+				}
+			}()
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(g), 7))
+					var mine []keyrate.Reservation
+					for range ops {
+						cost := 1 + rng.IntN(limit.Burst)
+						r, err := l.Reserve("k", cost, time.Duration(rng.IntN(50))*time.Millisecond)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if r.OK() {
+							mine = append(mine, r)
+						}
+						if len(mine) > 0 && rng.IntN(3) == 0 {
+							if last := mine[len(mine)-1]; last.Cancel() {
+								mine = mine[:len(mine)-1]
+							}
+						}
+					}
+					mu.Lock()
+					for _, r := range mine {
+						kept = append(kept, held{r.At(), r.Cost()})
+					}
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			at := make([]time.Duration, len(kept))
+			cost := make([]int, len(kept))
+			for i, h := range kept {
+				at[i], cost[i] = h.at, h.cost
+			}
+			checkBound(t, limit, at, cost)
+		})
+	}
+}
+
+// testWaitDifferential drives a store and the reference (keyrate.Rules on
+// a plain map) with the same random reservations, cancels, spends,
+// refunds and time steps under one- and two-window policies, and compares
+// every reservation and decision.
+func testWaitDifferential(t *testing.T, b Bounded) {
+	policies := []keyrate.Policy{
+		{Name: "one", Limits: []keyrate.Limit{perSecondBurst(5, 3)}},
+		{Name: "two", Limits: []keyrate.Limit{perSecondBurst(10, 4), {Rate: 30, Per: time.Minute, Burst: 6}}},
+	}
+	l, clk := openWait(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(policies...))
+	ref := newRefStore(t, clk, policies)
+	rng := rand.New(rand.NewPCG(11, 12))
+	type pair struct{ got, want keyrate.Reservation }
+	var held []pair
+	for op := range 4000 {
+		key := fmt.Sprint("k", rng.IntN(3))
+		name := policies[rng.IntN(len(policies))].Name
+		tier, _ := l.Tier(name)
+		switch n := rng.IntN(10); {
+		case n < 4:
+			cost, wait := 1+rng.IntN(3), time.Duration(rng.IntN(3000))*time.Millisecond
+			got, err := l.ReserveTier(key, tier, cost, wait)
+			if err != nil {
+				t.Fatalf("op %d: ReserveTier: %v", op, err)
+			}
+			want := ref.reserve(key, name, cost, wait)
+			if got.OK() != want.OK() || got.At() != want.At() || got.Delay() != want.Delay() {
+				t.Fatalf("op %d at %v: ReserveTier(%s, %s, %d, %v) = OK %v at %v (delay %v); reference OK %v at %v (delay %v)",
+					op, clk.Now()-start, key, name, cost, wait, got.OK(), got.At()-start, got.Delay(), want.OK(), want.At()-start, want.Delay())
+			}
+			if got.OK() {
+				held = append(held, pair{got, want})
+			}
+		case n < 6 && len(held) > 0:
+			i := rng.IntN(len(held))
+			p := held[i]
+			if got, want := p.got.Cancel(), ref.cancel(p.want); got != want {
+				t.Fatalf("op %d at %v: Cancel of %s's reservation at %v = %v, reference %v", op, clk.Now()-start, p.got.Key(), p.got.At()-start, got, want)
+			}
+		case n < 8:
+			cost := 1 + rng.IntN(3)
+			got, err := l.AllowTier(key, tier, cost)
+			if want := ref.allow(key, name, cost); err != nil || got != want {
+				t.Fatalf("op %d: AllowTier = %+v, %v; reference %+v", op, got, err, want)
+			}
+		case n < 9:
+			cost := 1 + rng.IntN(3)
+			if err := l.RefundTier(key, tier, cost); err != nil {
+				t.Fatal(err)
+			}
+			ref.refund(key, name, cost)
+		default:
+			clk.Advance(time.Duration(rng.IntN(700)) * time.Millisecond)
+		}
+	}
+}
+
+// reserve is the reference's ReserveTier.
+func (r *refStore) reserve(key, policy string, cost int, wait time.Duration) keyrate.Reservation {
+	rs := r.rules(policy)
+	now := r.clk.Now()
+	s := r.bucket(key, rs, now)
+	_, denied := rs.Reserve(s, now, cost, wait)
+	r.keys[key] = refBucket{rs, s}
+	return rs.Reserved(nil, key, s, now, cost, wait, denied)
+}
+
+// cancel is the reference's Cancel.
+func (r *refStore) cancel(res keyrate.Reservation) bool {
+	b, ok := r.keys[res.Key()]
+	if !ok || b.rs != res.Rules() || !res.OK() {
+		return false
+	}
+	return b.rs.Cancel(b.s, res.End(), r.clk.Now(), res.At(), res.Cost())
+}
+
+// testWaitZeroAllocs: Reserve and Cancel on a known key, and a Wait that
+// need not sleep, allocate nothing.
+func testWaitZeroAllocs(t *testing.T, b Bounded) {
+	l, _ := openWait(t, b, keyrate.PerSecond(1e6))
+	bg := context.Background()
+	l.Allow("k")
+	if n := testing.AllocsPerRun(200, func() {
+		l.Wait(bg, "k", 1)
+		r, _ := l.Reserve("k", 1, time.Second)
+		r.Cancel()
+	}); n != 0 {
+		t.Fatalf("Wait with a token there, Reserve and Cancel on a known key: %v allocations per run, want 0", n)
+	}
+}
