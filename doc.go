@@ -35,6 +35,18 @@
 // Rules.Take is the all-or-nothing transition over them, Rules.Carry the
 // rule by which a key's state follows a change of policy.
 //
+// # Waiting
+//
+// Every in-process store implements WaitLimiter: Wait spends a cost once
+// the bucket holds it, sleeping on the store's clock if it must, and
+// Reserve hands out the earliest slot at which the cost is there, up to a
+// maximum wait, without sleeping. A reservation is a spend allowed past
+// the fill time by at most that wait (Rule.Reserve); the token bucket's
+// bound holds at the reservations' slots, and Wait never returns before
+// its slot. Reservation.Cancel gives back the tokens of the latest
+// reservation on a key, and never any that a later reservation's slot
+// stands behind.
+//
 // # The packed state
 //
 // A bucket is one 64-bit word, State, holding its theoretical arrival time

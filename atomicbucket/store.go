@@ -67,6 +67,16 @@ import (
 // none besides the Limit given to New) and keyrate.WithPolicyFunc (default:
 // the default policy for every key) give it tiers and policies of several
 // windows, SetPolicy changes them at runtime, Refund gives tokens back.
+//
+// # Waiting
+//
+// The store implements keyrate.WaitLimiter. A reservation of a one-window
+// key is the same compare-and-swap loop as a spend, with the bucket's
+// arrival time allowed past its fill time by the maximum wait
+// (keyrate.Rule.Reserve): lock-free, and no slower than AllowN. Wait
+// creates no timer when the tokens are there, and otherwise sleeps on the
+// store's clock on the caller's goroutine; Cancel is one more
+// compare-and-swap, from the very state the reservation left.
 type Store struct {
 	pols  *keyrate.Policies
 	strs  *xsync.MapOf[string, *bucket] // words.Strings(), for the hot path

@@ -63,6 +63,14 @@ import (
 // none besides the Limit given to New) and keyrate.WithPolicyFunc (default:
 // the default policy for every key) give it tiers and policies of several
 // windows, SetPolicy changes them at runtime, Refund gives tokens back.
+//
+// # Waiting
+//
+// The store implements keyrate.WaitLimiter: a reservation is a spend
+// allowed past the fill time by the maximum wait (keyrate.Rule.Reserve),
+// decided under the bucket's mutex like any spend, and so is Cancel. Wait
+// creates no timer when the tokens are there, and otherwise sleeps on the
+// store's clock on the caller's goroutine.
 type Store struct {
 	pols    *keyrate.Policies
 	strs    *xsync.MapOf[string, *bucket] // buckets.Strings(), for the hot path
