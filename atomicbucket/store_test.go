@@ -37,3 +37,7 @@ func BenchmarkKeyMemory(b *testing.B) { conformance.BenchKeyMemory(b, bounded) }
 // names (3.6 million waits), under the race detector too, where RunWait
 // simulates a minute: once, for the lock-free store.
 func TestWaitHour(t *testing.T) { conformance.SimulatedWaiters(t, bounded, time.Hour) }
+
+// TestCancelRace: a reservation made while Cancel runs (between its load
+// and its compare-and-swap) keeps Cancel from giving anything back.
+func TestCancelRace(t *testing.T) { conformance.CancelRace(t, bounded) }

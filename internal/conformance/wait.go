@@ -542,3 +542,34 @@ func testWaitZeroAllocs(t *testing.T, b Bounded) {
 		t.Fatalf("Wait with a token there, Reserve and Cancel on a known key: %v allocations per run, want 0", n)
 	}
 }
+
+// CancelRace is the deterministic regression test for a store whose Cancel
+// reads the clock outside any lock (atomicbucket: load the state, read the
+// clock, compare-and-swap): a reservation made between Cancel's load and
+// its swap, run by a hook on the clock reading Cancel takes, must make
+// that Cancel give nothing back, since the new reservation's slot stands
+// behind the cancelled tokens. (A store that reads the clock under its
+// lock cannot be interleaved there, and would deadlock on the hook.)
+func CancelRace(t *testing.T, b Bounded) {
+	clk := newHookClock(start)
+	l, err := b.New(t, perSecondBurst(1, 1), clk.Manual, keyrate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	w := l.(keyrate.WaitLimiter)
+	w.Allow("k")
+	a := reserve(t, w, "k", 1, time.Hour)
+	var later keyrate.Reservation
+	clk.atNextReading(func() { later = reserve(t, w, "k", 1, time.Hour) })
+	if a.Cancel() {
+		t.Fatal("Cancel gave A's tokens back although B reserved behind them while it ran")
+	}
+	if !clk.fired() || !later.OK() || later.Delay() != 2*time.Second {
+		t.Fatalf("the reservation behind A did not run as planned (fired %v, OK %v, delay %v)", clk.fired(), later.OK(), later.Delay())
+	}
+	if !later.Cancel() || !a.Cancel() {
+		t.Fatal("cancelling B, then A, did not give both back")
+	}
+	wantReservation(t, "Reserve after both cancels", reserve(t, w, "k", 1, time.Hour), true, time.Second)
+}
