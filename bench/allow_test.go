@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -11,7 +12,8 @@ import (
 
 // BenchmarkAllow is the one driver: every subject on every workload, named
 // store=<subject>/wl=<workload>, then the policy rows, named
-// store=<store>/policy=<policy>/wl=<workload>, on their workloads; core
+// store=<store>/policy=<policy>/wl=<workload>, and the wait rows, named
+// store=<store>/op=<op>/wl=<workload>, on their workloads; core
 // counts come from -cpu, for every row alike (the testing package runs each
 // sub-benchmark at every -cpu value: a row cannot choose its own).
 func BenchmarkAllow(b *testing.B) {
@@ -33,6 +35,18 @@ func BenchmarkAllow(b *testing.B) {
 			b.Run("store="+row.name+"/wl="+wl.name, func(b *testing.B) {
 				benchKnown(b, row.subjectCase, wl)
 			})
+		}
+	}
+	// A store's wait rows run one after the other on each workload, so
+	// that the AllowN baseline runs next to what it is compared with.
+	for rows := range slices.Chunk(waitRows, len(waitOps)) {
+		for _, name := range waitWorkloads {
+			wl := workloadNamed(b, name)
+			for _, row := range rows {
+				b.Run("store="+row.name+"/wl="+wl.name, func(b *testing.B) {
+					benchWait(b, row, wl)
+				})
+			}
 		}
 	}
 }

@@ -14,6 +14,7 @@
 //
 //	BenchmarkAllow/store=<store>/wl=<workload>-<GOMAXPROCS>
 //	BenchmarkAllow/store=<store>/policy=<policy>/wl=<workload>-<GOMAXPROCS>
+//	BenchmarkAllow/store=<store>/op=<op>/wl=<workload>-<GOMAXPROCS>
 //	BenchmarkMemory/store=<store>
 //
 // The stores are mutex (mutexbucket), striped, atomic (atomicbucket),
@@ -46,6 +47,27 @@
 // TestKnownKeyAllocs checks that Allow and AllowN on a known key allocate
 // nothing, for every subject and policy row. "keyrate report" prints each
 // policy row's ratio to its one-window row.
+//
+// # Waiting
+//
+// The wait rows measure what keyrate.WaitLimiter's calls cost when no wait
+// is needed, for mutex, striped and atomic, on hotkey and uniform-1k:
+//
+//   - op=wait: Wait(context.Background(), key, 1);
+//   - op=reserve: Reserve(key, 1, time.Second);
+//   - op=allown: AllowN(key, 1), their baseline. The targets
+//     compare with AllowN, and the one-window rows call Allow, which
+//     builds no Decision: not the same call.
+//
+// A store's three rows run one after the other on each workload, each on
+// a store of its own, under the workload's limit, so that every call is
+// allowed with no wait. Setup checks that the store is a
+// keyrate.WaitLimiter and that a reservation of every key needs no wait,
+// and checks it again after each run; the reserve rows check every
+// call's Delay. TestKnownKeyAllocs checks that Wait and Reserve, needing no
+// wait, allocate nothing, for every store, policy row and wait row.
+// "keyrate report" prints the ratio of each wait and reserve row to its
+// store's allown row.
 //
 // # Workloads
 //

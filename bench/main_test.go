@@ -8,7 +8,7 @@ import (
 
 // TestMain runs the benchmarks for racetest.BenchTime each under the race
 // detector, unless -benchtime is given: there they only show that the
-// harness is race-free, and a second for each of the 56 would take
+// harness is race-free, and a second for each of the dozens would take
 // minutes.
 func TestMain(m *testing.M) {
 	racetest.SetBenchTime()
