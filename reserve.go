@@ -244,9 +244,20 @@ func (rs *Rules) SlotFor(s []State, t time.Duration, cost int) time.Duration {
 func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, cost int, wait time.Duration, denied int) Reservation {
 	switch {
 	case rs.policy.Unlimited:
-		return NewReservation(lim, key, rs, 0, t, t, wait, cost, true)
+		return Reservation{lim: lim, key: key, rules: rs, t: t, slot: t, wait: wait, cost: cost, ok: true}
 	case denied >= 0:
-		return NewReservation(lim, key, rs, 0, t, rs.SlotFor(s, t, cost), wait, cost, false)
+		return Reservation{lim: lim, key: key, rules: rs, t: t, slot: rs.SlotFor(s, t, cost), wait: wait, cost: cost}
+	case len(rs.rules) == 1: // Slot's loop, for one window
+		slot := t
+		r := &rs.rules[0]
+		if now := r.Ticks(t); r.pending(s[0], now) {
+			slot = r.Reading(s[0] - State(r.fill))
+		}
+		return Reservation{lim: lim, key: key, rules: rs, end: s[0], t: t, slot: slot, wait: wait, cost: cost, ok: true}
 	}
-	return NewReservation(lim, key, rs, s[0], t, rs.Slot(s, t), wait, cost, true)
+	return Reservation{lim: lim, key: key, rules: rs, end: s[0], t: t, slot: rs.Slot(s, t), wait: wait, cost: cost, ok: true}
 }
+
+// Waits reports whether a reservation that left the bucket in state s at
+// tick now must wait for its slot: whether its slot is after now.
+func (p *Rule) Waits(s State, now uint64) bool { return p.pending(s, now) }

@@ -7,6 +7,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/internal/conformance"
+	"github.com/keyrate/keyrate/internal/racetest"
 )
 
 // bounded is the store under the cross-store checks.
@@ -36,7 +37,12 @@ func BenchmarkKeyMemory(b *testing.B) { conformance.BenchKeyMemory(b, bounded) }
 // TestWaitHour runs the simulated waiters for the whole hour the issue
 // names (3.6 million waits), under the race detector too, where RunWait
 // simulates a minute: once, for the lock-free store.
-func TestWaitHour(t *testing.T) { conformance.SimulatedWaiters(t, bounded, time.Hour) }
+func TestWaitHour(t *testing.T) {
+	if !racetest.Enabled {
+		t.Skip("TestWait simulated the hour already (it simulates a minute under the race detector)")
+	}
+	conformance.SimulatedWaiters(t, bounded, time.Hour)
+}
 
 // TestCancelRace: a reservation made while Cancel runs (between its load
 // and its compare-and-swap) keeps Cancel from giving anything back.

@@ -304,11 +304,7 @@ func (s *Store) Wait(ctx context.Context, key string, cost int) error {
 			return err
 		}
 	}
-	r, err := s.reserve(key, rs, cost, wait)
-	if err != nil {
-		return err
-	}
-	return r.Wait(ctx)
+	return s.wait(ctx, key, rs, cost, wait)
 }
 
 // WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
@@ -321,7 +317,23 @@ func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cos
 	if err != nil {
 		return err
 	}
-	r, err := s.reserve(key, rs, cost, wait)
+	return s.wait(ctx, key, rs, cost, wait)
+}
+
+// wait is Wait under rs, with the wait ctx allows. A known key whose
+// tokens are there returns from the fast path, building no Reservation.
+func (s *Store) wait(ctx context.Context, key string, rs *keyrate.Rules, cost int, wait time.Duration) error {
+	if err := rs.CheckCost(cost); err != nil {
+		return err
+	}
+	if state, t, ok, hit := s.reserveOne(key, rs, cost, wait); hit {
+		if r := rs.Rule(0); ok && !r.Waits(state, r.Ticks(t)) {
+			return nil
+		}
+		st := [1]keyrate.State{state}
+		return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)).Wait(ctx)
+	}
+	r, err := s.buckets.Reserve(s, key, rs, cost, wait)
 	if err != nil {
 		return err
 	}
@@ -333,17 +345,32 @@ func (s *Store) reserve(key string, rs *keyrate.Rules, cost int, wait time.Durat
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Reservation{}, err
 	}
-	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
-		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
-			r := rs.Rule(0)
-			t := rs.Now()
-			if state, ok, rare := spend(r, b, r.Ticks(t), cost, r.WaitTicks(wait)); !rare {
-				st := [1]keyrate.State{state}
-				return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)), nil
-			}
-		}
+	if state, t, ok, hit := s.reserveOne(key, rs, cost, wait); hit {
+		st := [1]keyrate.State{state}
+		return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)), nil
 	}
 	return s.buckets.Reserve(s, key, rs, cost, wait)
+}
+
+// reserveOne is the hot path of reserve and wait, for a known string key
+// under rs, a policy of one window, whose bucket is live: it reserves cost
+// within wait and returns the state after the call, the reading it was
+// decided at, and whether it reserved. It reports a miss, and does
+// nothing, for any other key. cost must satisfy rs.CheckCost.
+func (s *Store) reserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
+	if s.strs == nil || rs.Len() != 1 {
+		return 0, 0, false, false
+	}
+	b, found := s.strs.Load(key)
+	if !found || b.b.Rules != rs {
+		return 0, 0, false, false
+	}
+	r := rs.Rule(0)
+	t = rs.Now()
+	if state, ok, rare := spend(r, b, r.Ticks(t), cost, r.WaitTicks(wait)); !rare {
+		return state, t, ok, true
+	}
+	return 0, 0, false, false
 }
 
 // Cancel gives back the tokens of a reservation this store made, if its

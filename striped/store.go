@@ -329,11 +329,7 @@ func (s *Store) Wait(ctx context.Context, key string, cost int) error {
 			return err
 		}
 	}
-	r, err := s.reserve(key, rs, cost, wait)
-	if err != nil {
-		return err
-	}
-	return r.Wait(ctx)
+	return s.wait(ctx, key, rs, cost, wait)
 }
 
 // WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
@@ -345,6 +341,25 @@ func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cos
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
 		return err
+	}
+	return s.wait(ctx, key, rs, cost, wait)
+}
+
+// wait is Wait under rs, with the wait ctx allows. A known key whose
+// tokens are there returns from the fast path, building no Reservation.
+func (s *Store) wait(ctx context.Context, key string, rs *keyrate.Rules, cost int, wait time.Duration) error {
+	if err := rs.CheckCost(cost); err != nil {
+		return err
+	}
+	if rs.Len() == 1 {
+		h := maphash.String(s.seed, key)
+		if state, t, ok, hit := s.reserveOne(key, h, rs, cost, wait); hit {
+			if r := rs.Rule(0); ok && !r.Waits(state, r.Ticks(t)) {
+				return nil
+			}
+			st := [1]keyrate.State{state}
+			return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)).Wait(ctx)
+		}
 	}
 	r, err := s.reserve(key, rs, cost, wait)
 	if err != nil {
@@ -364,18 +379,7 @@ func (s *Store) reserve(key string, rs *keyrate.Rules, cost int, wait time.Durat
 	wait = max(wait, 0)
 	h := maphash.String(s.seed, key)
 	if rs.Len() == 1 { // the hot path: a known key
-		r := rs.Rule(0)
-		t := rs.Now()
-		var (
-			state   keyrate.State
-			ok, hit bool
-		)
-		if s.hashes != nil {
-			state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
-		} else {
-			state, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
-		}
-		if hit {
+		if state, t, ok, hit := s.reserveOne(key, h, rs, cost, wait); hit {
 			st := [1]keyrate.State{state}
 			return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)), nil
 		}
@@ -385,6 +389,22 @@ func (s *Store) reserve(key string, rs *keyrate.Rules, cost int, wait time.Durat
 		return keyrate.Reservation{}, err
 	}
 	return rs.Reserved(s, key, st[:rs.Len()], at, cost, wait, denied), nil
+}
+
+// reserveOne is the hot path of reserve and wait, for a known key, whose
+// hash is h, under rs, a policy of one window: it reserves cost within
+// wait and returns the state after the call, the reading it was decided
+// at, and whether it reserved. It reports a miss, and does nothing, for
+// any other key. cost must satisfy rs.CheckCost.
+func (s *Store) reserveOne(key string, h uint64, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
+	r := rs.Rule(0)
+	t = rs.Now()
+	if s.hashes != nil {
+		state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
+	} else {
+		state, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
+	}
+	return state, t, ok, hit
 }
 
 // Cancel gives back the tokens of a reservation this store made, if its
