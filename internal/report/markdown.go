@@ -64,6 +64,7 @@ func Markdown(w io.Writer, sets ...*Set) {
 	m.targets()
 	m.ratios()
 	m.policies()
+	m.waiting()
 	m.charts()
 	m.nsTables()
 	m.allocs()
@@ -322,6 +323,48 @@ func (m *md) policies() {
 	m.p("The targets (see Targets) count core counts up to the machine's CPUs only.\n")
 }
 
+// waiting writes each store's Wait and Reserve, needing no wait, against
+// its AllowN, measured in the same run.
+func (m *md) waiting() {
+	s := m.s
+	m.p("## Waiting: what Wait and Reserve cost\n")
+	rs := s.WaitRatios()
+	if len(rs) == 0 {
+		m.p("Not measured: these results hold no wait rows (`store=<store>/op=wait/wl=<workload>` and `op=reserve`, see bench/doc.go) beside their `op=allown` rows.\n")
+		return
+	}
+	m.p("Each store's `op=%s` row, `Wait(context.Background(), key, 1)`, and `op=%s` row, `Reserve(key, 1, time.Second)`, against its `op=%s` row, `AllowN(key, 1)`, on the same workload and core count, in this one run, under a limit so open that no call needs a wait: what waiting costs when there is nothing to wait for (see bench/doc.go). Ratio of the median ns/op; in brackets, the ratios of the bounds of the two medians' 95%% intervals (the row's low ÷ the AllowN row's high, and high ÷ low), which hold the ratio of the true medians with at least 90%% confidence. Test: the change from AllowN and the p-value of a Mann-Whitney U test (benchmath.AssumeNothing); `~` means no significant difference at α = 0.05.\n",
+		opWait, opReserve, opAllowN)
+	m.p("| store | op | workload | cores | AllowN | op | ratio [interval] | test | target |\n|---|---|---|---|---:|---:|---|---|---|")
+	for _, r := range rs {
+		base, _ := s.Median(allow(r.Base, r.Workload, r.Procs, unitNs))
+		row, _ := s.Median(allow(r.Row, r.Workload, r.Procs, unitNs))
+		target := ""
+		if max, ok := waitTarget(r); ok {
+			switch {
+			case r.Op == opWait && s.Oversubscribed(r.Procs):
+				target = "not counted (†)"
+			case r.Ratio > max:
+				target = fmt.Sprintf("≤ %.2f×: ✗ missed", max)
+				if r.Test.P >= r.Test.Alpha {
+					target += "; no significant difference"
+				}
+			case r.Hi > max:
+				target = fmt.Sprintf("≤ %.2f×: ✓ met by the medians; the interval reaches past it", max)
+			default:
+				target = fmt.Sprintf("≤ %.2f×: ✓ met", max)
+			}
+		}
+		m.p("| `%s` | %s | %s | %s | %s | %s | %s | %s %s | %s |", r.Store, r.Op, r.Workload, m.procsLabel(r.Procs),
+			fmtSummary(s, allow(r.Base, r.Workload, r.Procs, unitNs)), fmtSummary(s, allow(r.Row, r.Workload, r.Procs, unitNs)),
+			r, r.Test.FormatDelta(base, row), r.Test, target)
+	}
+	m.p("")
+	m.oversubNote()
+	m.p("Targets (see Targets): Wait ≤ %.2f× AllowN on every workload, counted at core counts up to the machine's CPUs; Reserve ≤ %.2f× AllowN on %s at -cpu %d.\n",
+		waitMax, reserveHotMax, reserveHotWorkload, reserveHotProcs)
+}
+
 func (m *md) charts() {
 	m.p("## Throughput\n")
 	m.p("Calls per second over all goroutines (1/median ns/op), against GOMAXPROCS, one chart per workload.\n")
@@ -359,7 +402,7 @@ func (m *md) allocs() {
 	m.p("allocs/op and B/op, the largest median over the core counts. `churn` inserts a new key on every call, so it must allocate.\n")
 	m.p("| store | %s |", strings.Join(s.Workloads, " | "))
 	m.p("|---|%s", strings.Repeat("---:|", len(s.Workloads)))
-	for _, subj := range slices.Concat(s.Subjects, s.PolicyRows) {
+	for _, subj := range slices.Concat(s.Subjects, s.PolicyRows, s.OpRows) {
 		row := []string{"`" + subj + "`"}
 		for _, wl := range s.Workloads {
 			a, b, ok := -1.0, -1.0, false
@@ -446,7 +489,7 @@ func (m *md) deltas(base *Set) {
 	m.p("Before: `%s`%s; after: `%s`%s. Median ns/op, the change, and the p-value of a Mann-Whitney U test (benchmath.AssumeNothing); `~` means no significant difference at α = 0.05.\n",
 		base.Label, commitNote(base), s.Label, commitNote(s))
 	m.p("| store | workload | cores | before | after | delta | test |\n|---|---|---|---:|---:|---:|---|")
-	for _, subj := range slices.Concat(s.Subjects, s.PolicyRows) {
+	for _, subj := range slices.Concat(s.Subjects, s.PolicyRows, s.OpRows) {
 		for _, wl := range s.Workloads {
 			for _, p := range s.Procs {
 				c := allow(subj, wl, p, unitNs)

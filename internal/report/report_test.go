@@ -52,8 +52,12 @@ func redisLines(op string, clients, n int, ns, p50, p99 float64) string {
 // slower at -cpu 2 than at -cpu 1), "redis" (Allow's p50 1.5× an empty
 // EVALSHA's at 50 clients), "2windows" (mutex under two windows 1.8× its
 // one-window row on hotkey at -cpu 2) and "3tiers" (striped with three
-// tiers 1.2× its one-limit row at -cpu 1); "no-redis" leaves
-// BenchmarkRedis out, "no-policies" the policy rows.
+// tiers 1.2× its one-limit row at -cpu 1), "wait" (atomic's Wait 1.3× its
+// AllowN on uniform-1k at -cpu 2) and "reserve" (striped's Reserve 1.2× its
+// AllowN on hotkey at -cpu 2); "reserve-tie" puts mutex's Reserve on hotkey
+// at -cpu 2 a hair above its AllowN (1.01×, not a significant
+// difference); "no-redis" leaves BenchmarkRedis out, "no-policies" the
+// policy rows, "no-waiting" the wait rows.
 func fixture(t *testing.T, miss ...string) *Set {
 	t.Helper()
 	var b strings.Builder
@@ -94,6 +98,28 @@ func fixture(t *testing.T, miss ...string) *Set {
 					v = ns[st] * 1.2
 				}
 				b.WriteString(lines("store="+st+"/policy=3tiers/wl=uniform-1k", p, 10, v, 0))
+			}
+		}
+	}
+	if !slices.Contains(miss, "no-waiting") {
+		for _, st := range []string{"mutex", "striped", "atomic"} {
+			for _, wl := range []string{"hotkey", "uniform-1k"} {
+				for _, p := range []int{1, 2, 4} {
+					allowN := ns[st] * 1.1
+					wait, reserve := allowN*1.05, allowN*0.95
+					if st == "atomic" && wl == "uniform-1k" && p == 2 && slices.Contains(miss, "wait") {
+						wait = allowN * 1.3
+					}
+					if st == "striped" && wl == "hotkey" && p == 2 && slices.Contains(miss, "reserve") {
+						reserve = allowN * 1.2
+					}
+					if st == "mutex" && wl == "hotkey" && p == 2 && slices.Contains(miss, "reserve-tie") {
+						reserve = allowN + 1
+					}
+					b.WriteString(lines("store="+st+"/op=allown/wl="+wl, p, 10, allowN, 0))
+					b.WriteString(lines("store="+st+"/op=wait/wl="+wl, p, 10, wait, 0))
+					b.WriteString(lines("store="+st+"/op=reserve/wl="+wl, p, 10, reserve, 0))
+				}
 			}
 		}
 	}
@@ -170,7 +196,7 @@ func TestTargetsAllMet(t *testing.T) {
 }
 
 func TestTargetsMissed(t *testing.T) {
-	vs := Targets(fixture(t, "atomic-floor", "allocs", "storm", "redis", "2windows", "3tiers"))
+	vs := Targets(fixture(t, "atomic-floor", "allocs", "storm", "redis", "2windows", "3tiers", "wait", "reserve"))
 	got := map[string][]string{}
 	for _, v := range vs {
 		if !v.Met {
@@ -188,6 +214,8 @@ func TestTargetsMissed(t *testing.T) {
 		vs[8].Target:  {"✗ clients=50: 150.0 µs vs 100.0 µs (1.50×)"},
 		vs[9].Target:  {"✗ mutex hotkey -cpu 2: 1.78× [1.72–1.84×]"},
 		vs[10].Target: {"✗ striped uniform-1k -cpu 1: 1.19× [1.14–1.25×]"},
+		vs[11].Target: {"✗ atomic uniform-1k -cpu 2: 1.29× [1.23–1.35×]"},
+		vs[12].Target: {"✗ striped: 1.19× [1.15–1.24×]"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("missed figures:\n got %q\nwant %q", got, want)
@@ -230,7 +258,7 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 		"Fastest at -cpu 2, by workload count: `atomic` on 6 of 6 workloads.",
 		"Leanest in memory: `striped`, 60.0 B/key with a million 16-byte keys.",
 		"In short: `atomic` where time per call matters most, `striped` where memory per key does.",
-		"Checked by the generator on these results: 11 of 11 met.",
+		"Checked by the generator on these results: 13 of 13 met.",
 		"### -cpu 4 †",
 		"† GOMAXPROCS above the machine's 2 CPUs: oversubscribed, goroutines share cores.",
 		"| hotkey | 1.48× floor / 0.38× xrate | 1.38× floor / 0.36× xrate | 1.10× floor / 0.28× xrate |",
@@ -298,7 +326,7 @@ func TestMarkdownRedis(t *testing.T) {
 		"| 1 | 50000 | 20000 | 110.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.10× |",
 		"| 50 | 50000 | 20000 | 150.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.50× |",
 		"| redisbucket Allow within 1.2× of an empty EVALSHA (p50, every client count) | **missed** | ✓ clients=1: 110.0 µs vs 100.0 µs (1.10×)<br>✓ clients=8: 110.0 µs vs 100.0 µs (1.10×)<br>✗ clients=50: 150.0 µs vs 100.0 µs (1.50×) |",
-		"Checked by the generator on these results: 10 of 11 met.",
+		"Checked by the generator on these results: 12 of 13 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -311,7 +339,7 @@ func TestMarkdownRedis(t *testing.T) {
 	for _, want := range []string{
 		"## Redis: the price of going distributed\n\nNot measured: these results hold no BenchmarkRedis",
 		"| redisbucket Allow within 1.2× of an empty EVALSHA (p50, every client count) | not measured | ? BenchmarkRedis (no redis-server on PATH?): not measured |",
-		"Checked by the generator on these results: 10 of 11 met.",
+		"Checked by the generator on these results: 12 of 13 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report without Redis lacks %q", want)
@@ -430,7 +458,7 @@ func TestMarkdownPolicies(t *testing.T) {
 		"✓ atomic uniform-1k -cpu 2: 1.05× [0.99–1.11×]; the interval reaches past the target",
 		"✓ atomic/policy=3tiers: at most 0 allocs/op (worst: uniform-1k -cpu 1)",
 		"| `atomic/policy=3tiers` | — | — | 0 (0 B) |",
-		"Checked by the generator on these results: 9 of 11 met.",
+		"Checked by the generator on these results: 11 of 13 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -451,7 +479,7 @@ func TestMarkdownPolicies(t *testing.T) {
 		"## Policies: what several windows and tiers cost\n\nNot measured: these results hold no policy rows",
 		"| not measured | ? policy=2windows rows and their one-window rows on hotkey, uniform-1k: not measured |",
 		"| not measured | ? policy=3tiers rows and their one-window rows on uniform-1k: not measured |",
-		"Checked by the generator on these results: 9 of 11 met.",
+		"Checked by the generator on these results: 11 of 13 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report without policy rows lacks %q", want)
@@ -463,6 +491,148 @@ func TestMarkdownDeltasPolicyRows(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t), fixture(t, "2windows"))
 	if want := "| `mutex/policy=2windows` | hotkey | 2 | 199.5 | 274.5 | +37.59% | p=0.000 n=10 |"; !strings.Contains(buf.String(), want) {
+		t.Errorf("report lacks %q", want)
+	}
+}
+
+func TestReadOpRows(t *testing.T) {
+	s := fixture(t)
+	if got, want := fmt.Sprint(s.Subjects), "[mutex striped atomic floor xrate]"; got != want {
+		t.Errorf("Subjects = %s, want %s (no op rows)", got, want)
+	}
+	want := "[mutex/op=allown mutex/op=wait mutex/op=reserve striped/op=allown striped/op=wait striped/op=reserve atomic/op=allown atomic/op=wait atomic/op=reserve]"
+	if got := fmt.Sprint(s.OpRows); got != want {
+		t.Errorf("OpRows = %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(s.Workloads), "[hotkey hotkey-deny uniform-1k uniform-1M zipf-1M churn]"; got != want {
+		t.Errorf("Workloads = %s, want %s", got, want)
+	}
+	for subject, want := range map[string]string{
+		"atomic/op=wait":                    "atomic wait true atomic/op=allown",
+		"atomic/clock=coarse/op=reserve":    "atomic/clock=coarse reserve true atomic/clock=coarse/op=allown",
+		"atomic/op=wait/clock=coarse":       "atomic/clock=coarse wait true atomic/op=allown/clock=coarse",
+		"striped/policy=2windows/op=allown": "striped/policy=2windows allown true striped/policy=2windows/op=allown",
+	} {
+		store, op, ok := opOf(subject)
+		if got := fmt.Sprint(store, " ", op, " ", ok, " ", withOp(subject, opAllowN)); got != want {
+			t.Errorf("opOf(%q), withOp = %s, want %s", subject, got, want)
+		}
+	}
+	if _, _, ok := opOf("atomic/policy=2windows"); ok {
+		t.Error("opOf found an op in atomic/policy=2windows")
+	}
+}
+
+func TestWaitRatios(t *testing.T) {
+	s := fixture(t, "reserve", "reserve-tie")
+	rs := s.WaitRatios()
+	if len(rs) != 3*2*2*3 { // 3 stores × (wait, reserve) × 2 workloads × 3 core counts
+		t.Fatalf("%d ratios, want 36", len(rs))
+	}
+	for _, r := range rs {
+		if r.Op == opAllowN || r.Base != r.Store+"/op=allown" {
+			t.Errorf("ratio of %s against %s", r.Row, r.Base)
+		}
+	}
+	r := rs[19] // mutex's 12, striped's wait 6, striped's reserve hotkey -cpu 1
+	if got, want := fmt.Sprint(r.Row, " ", r.Store, " ", r.Op, " ", r.Workload, " ", r.Procs), "striped/op=reserve striped reserve hotkey 2"; got != want {
+		t.Fatalf("rs[19] is %s, want %s", got, want)
+	}
+	if got, want := r.String(), "1.19× [1.15–1.24×]"; got != want || r.Test.P >= r.Test.Alpha {
+		t.Errorf("rs[19] = %s, p = %g; want %s, significant", got, r.Test.P, want)
+	}
+	// A hair above AllowN with no significant difference still misses a
+	// target of 1.00×, by the medians, and says so.
+	v := Targets(s)[12]
+	want := []string{
+		"✗ mutex: 1.01× [0.97–1.05×]; no significant difference from AllowN (p=0.510 n=10)",
+		"✗ striped: 1.19× [1.15–1.24×]",
+		"✓ atomic: 0.95× [0.90–1.01×]; the interval reaches past the target",
+	}
+	if v.Met || !v.Measured || fmt.Sprint(v.Figures) != fmt.Sprint(want) {
+		t.Errorf("%s: met %v, measured %v, figures %q; want missed, %q", v.Target, v.Met, v.Measured, v.Figures, want)
+	}
+
+	// Without their op=allown rows, wait and reserve rows have no ratio,
+	// and the targets are not measured.
+	var b strings.Builder
+	b.WriteString(lines("store=atomic/wl=hotkey", 2, 3, 100, 0))
+	b.WriteString(lines("store=atomic/op=wait/wl=hotkey", 2, 3, 100, 0))
+	b.WriteString(lines("store=atomic/op=reserve/wl=hotkey", 2, 3, 100, 0))
+	noBase, err := Read(strings.NewReader(b.String()), "no-base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := noBase.WaitRatios(); len(rs) != 0 {
+		t.Errorf("ratios without op=allown rows: %v", rs)
+	}
+	vs := Targets(noBase)
+	for i, want := range map[int]string{
+		11: "[? atomic/op=allown hotkey -cpu 2: not measured]",
+		12: "[? atomic/op=reserve or atomic/op=allown on hotkey at -cpu 2: not measured]",
+	} {
+		if v := vs[i]; v.Met || v.Measured || fmt.Sprint(v.Figures) != want {
+			t.Errorf("%s: met %v, measured %v, figures %q; want not measured, %s", v.Target, v.Met, v.Measured, v.Figures, want)
+		}
+	}
+}
+
+func TestMarkdownWaiting(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t, "wait", "reserve", "reserve-tie"))
+	md := buf.String()
+	for _, want := range []string{
+		"## Waiting: what Wait and Reserve cost\n\nEach store's `op=wait` row, `Wait(context.Background(), key, 1)`, and `op=reserve` row, `Reserve(key, 1, time.Second)`, against its `op=allown` row, `AllowN(key, 1)`",
+		"| store | op | workload | cores | AllowN | op | ratio [interval] | test | target |",
+		"| `mutex` | wait | hotkey | -cpu 1 | 169.5 ±2% | 177.8 ±2% | 1.05× [1.01–1.09×] | +4.87% p=0.000 n=10 | ≤ 1.10×: ✓ met |",
+		"| `mutex` | wait | hotkey | -cpu 4 † | 169.5 ±2% | 177.8 ±2% | 1.05× [1.01–1.09×] | +4.87% p=0.000 n=10 | not counted (†) |",
+		"| `mutex` | reserve | hotkey | -cpu 1 | 169.5 ±2% | 161.2 ±2% | 0.95× [0.91–0.99×] | -4.87% p=0.000 n=10 |  |",
+		"| `mutex` | reserve | hotkey | -cpu 2 | 169.5 ±2% | 170.5 ±2% | 1.01× [0.97–1.05×] | ~ p=0.510 n=10 | ≤ 1.00×: ✗ missed; no significant difference |",
+		"| `striped` | reserve | hotkey | -cpu 2 | 158.5 ±2% | 189.3 ±2% | 1.19× [1.15–1.24×] | +19.43% p=0.000 n=10 | ≤ 1.00×: ✗ missed |",
+		"| `atomic` | wait | hotkey | -cpu 2 | 125.5 ±3% | 131.6 ±3% | 1.05× [0.99–1.11×] | +4.82% p=0.000 n=10 | ≤ 1.10×: ✓ met by the medians; the interval reaches past it |",
+		"| `atomic` | wait | uniform-1k | -cpu 2 | 125.5 ±3% | 161.8 ±2% | 1.29× [1.23–1.35×] | +28.92% p=0.000 n=10 | ≤ 1.10×: ✗ missed |",
+		"| `atomic` | reserve | hotkey | -cpu 2 | 125.5 ±3% | 119.5 ±3% | 0.95× [0.90–1.01×] | -4.82% p=0.000 n=10 | ≤ 1.00×: ✓ met by the medians; the interval reaches past it |",
+		"Targets (see Targets): Wait ≤ 1.10× AllowN on every workload, counted at core counts up to the machine's CPUs; Reserve ≤ 1.00× AllowN on hotkey at -cpu 2.",
+		"✓ atomic/op=wait: at most 0 allocs/op (worst: hotkey -cpu 1)",
+		"| `atomic/op=reserve` | 0 (0 B) | — | 0 (0 B) | — | — | — |",
+		"| Wait on a key that has tokens ≤ 1.10× AllowN (ns/op, every store, op=wait ÷ op=allown) on every workload measured (every core count up to the CPUs); in brackets, bounds from the two medians' 95% intervals | **missed** |",
+		"| Reserve on hotkey at -cpu 2 ≤ 1.00× AllowN (ns/op, every store, op=reserve ÷ op=allown); in brackets, bounds from the two medians' 95% intervals | **missed** |",
+		"Checked by the generator on these results: 11 of 13 met.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The ns/op tables and charts are of the subjects: an op row's
+	// figures are in its own section, against its op=allown row.
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "| `atomic/op=wait` | ") && strings.Contains(line, "±") {
+			t.Errorf("an ns/op table holds an op row: %s", line)
+		}
+	}
+
+	buf.Reset()
+	Markdown(&buf, fixture(t, "no-waiting"))
+	md = buf.String()
+	for _, want := range []string{
+		"## Waiting: what Wait and Reserve cost\n\nNot measured: these results hold no wait rows (`store=<store>/op=wait/wl=<workload>` and `op=reserve`, see bench/doc.go) beside their `op=allown` rows.",
+		"| not measured | ? op=wait rows and their op=allown rows: not measured |",
+		"| not measured | ? op=reserve rows and their op=allown rows on hotkey at -cpu 2: not measured |",
+		"Checked by the generator on these results: 11 of 13 met.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report without wait rows lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "| store | op | workload |") {
+		t.Error("a report without wait rows has a wait table")
+	}
+}
+
+func TestMarkdownDeltasOpRows(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t), fixture(t, "wait"))
+	if want := "| `atomic/op=wait` | uniform-1k | 2 | 131.6 | 161.8 | +23.00% | p=0.000 n=10 |"; !strings.Contains(buf.String(), want) {
 		t.Errorf("report lacks %q", want)
 	}
 }

@@ -2,9 +2,10 @@
 // bench) into the comparison report: a markdown page with SVG charts of
 // throughput, tables of medians with their 95% intervals, each store's
 // ratio to the floor and x/time/rate baselines, each policy row's ratio to
-// its one-window row (with an interval and a p-value), allocations, memory
-// and GC time, the performance targets checked one by one, and a summary of
-// which store to pick for which workload, all generated from the numbers.
+// its one-window row and each store's Wait and Reserve to its AllowN (with
+// an interval and a p-value), allocations, memory and GC time, the
+// performance targets checked one by one, and a summary of which store to
+// pick for which workload, all generated from the numbers.
 // Given a second result set it adds before/after deltas with p-values.
 //
 // It reads results with golang.org/x/perf (benchfmt to parse, benchproc to
@@ -50,6 +51,14 @@ const (
 	unitP99    = "p99-ns"
 )
 
+// BenchmarkAllow's wait rows (op= values, see package bench): a store's
+// Wait and Reserve, needing no wait, and AllowN, their baseline.
+const (
+	opAllowN  = "allown"
+	opWait    = "wait"
+	opReserve = "reserve"
+)
+
 // BenchmarkRedis operations (op= values).
 const (
 	redisAllow = "allow"
@@ -78,7 +87,7 @@ type Set struct {
 	Machine []Fact
 	// Subjects, Workloads and Procs list the values found, subjects and
 	// workloads in first-seen order, procs ascending. Subjects holds no
-	// policy row.
+	// policy row and no op row.
 	Subjects, Workloads []string
 	Procs               []int
 
@@ -87,6 +96,12 @@ type Set struct {
 	// policy, run on a few workloads beside its one-window subject (see
 	// policyOf).
 	PolicyRows []string
+
+	// OpRows lists the subjects of BenchmarkAllow whose names carry an
+	// op= part ("atomic/op=wait"), in first-seen order: a store measured
+	// by a call other than Allow, on a few workloads beside its op=allown
+	// row, AllowN (see opOf).
+	OpRows []string
 
 	// RedisClients lists the client goroutine counts BenchmarkRedis ran
 	// at, ascending; empty when the set has no Redis results.
@@ -226,7 +241,9 @@ func Read(r io.Reader, label string) (*Set, error) {
 			s.values[c] = append(s.values[c], v.Value)
 			if !seenSubj[c.Subject] {
 				seenSubj[c.Subject] = true
-				if _, _, ok := policyOf(c.Subject); ok {
+				if _, _, ok := opOf(c.Subject); ok {
+					s.OpRows = append(s.OpRows, c.Subject)
+				} else if _, _, ok := policyOf(c.Subject); ok {
 					s.PolicyRows = append(s.PolicyRows, c.Subject)
 				} else {
 					s.Subjects = append(s.Subjects, c.Subject)
@@ -288,6 +305,32 @@ func policyOf(subject string) (base, policy string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// opOf splits an op row's subject ("atomic/op=wait") into the store, the
+// same without the op= part ("atomic"), and the op ("wait"); ok is false
+// for a subject with no op= part.
+func opOf(subject string) (store, op string, ok bool) {
+	parts := strings.Split(subject, "/")
+	for i, p := range parts {
+		if v, found := strings.CutPrefix(p, "op="); found {
+			return strings.Join(slices.Delete(parts, i, i+1), "/"), v, true
+		}
+	}
+	return "", "", false
+}
+
+// withOp returns an op row's subject with its op= part set to op, in
+// place: withOp("atomic/op=wait/clock=coarse", "allown") is
+// "atomic/op=allown/clock=coarse".
+func withOp(subject, op string) string {
+	parts := strings.Split(subject, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "op=") {
+			parts[i] = "op=" + op
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 // redisName returns the op= and clients= values of a BenchmarkRedis

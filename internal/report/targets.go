@@ -36,6 +36,14 @@ const (
 	redisEmptyMax     = 1.2 // redisbucket Allow's p50 ÷ an empty EVALSHA's, at most
 	twoWindowsMax     = 1.6 // a store under two windows ÷ the same under one (ns/op), at most
 	threeTiersMax     = 1.1 // a store with three tiers ÷ the same with one limit (ns/op), at most
+	waitMax           = 1.1 // Wait on a key with tokens ÷ AllowN (ns/op), at most
+	reserveHotMax     = 1.0 // Reserve on hotkey at -cpu reserveHotProcs ÷ AllowN (ns/op), at most
+)
+
+// The one cell the Reserve target speaks of: a hot key at -cpu 2.
+const (
+	reserveHotWorkload = "hotkey"
+	reserveHotProcs    = 2
 )
 
 // The policy rows the targets speak of (policy= values, see package bench).
@@ -79,6 +87,8 @@ func Targets(s *Set) []Verdict {
 		s.redisOverhead(),
 		s.policyOverhead(twoWindows, "two windows", "one window"),
 		s.policyOverhead(threeTiers, "three tiers (WithPolicyFunc)", "one limit"),
+		s.waitOverhead(),
+		s.reserveHotkey(),
 	}
 }
 
@@ -146,8 +156,8 @@ func (s *Set) zeroAllocs() Verdict {
 		}
 		c.add(worst == 0, "%s: at most %g allocs/op (worst: %s)", st, worst, where)
 	}
-	// A policy row runs on a few workloads only: those it has.
-	for _, row := range s.PolicyRows {
+	// A policy or op row runs on a few workloads only: those it has.
+	for _, row := range slices.Concat(s.PolicyRows, s.OpRows) {
 		worst, where := 0.0, ""
 		for _, wl := range s.Workloads {
 			for _, p := range s.Procs {
@@ -282,11 +292,9 @@ func (s *Set) redisOverhead() Verdict {
 	return c.done()
 }
 
-// PolicyRatio is a policy row's ns/op against its one-window subject's on
-// one workload at one core count, both measured in one run.
-type PolicyRatio struct {
-	Row, Base, Policy, Workload string
-	Procs                       int
+// MedianRatio is the ratio of two cells' median ns/op, a row's over its
+// baseline's, both measured in one run.
+type MedianRatio struct {
 	// Ratio is the ratio of the medians; Lo and Hi bound it by the ratios
 	// of the bounds of the two medians' 95% intervals (Lo = row's low ÷
 	// base's high), an interval that holds the ratio of the true medians
@@ -295,6 +303,35 @@ type PolicyRatio struct {
 	Ratio, Lo, Hi float64
 	// Test is the Mann-Whitney U test of the two samples.
 	Test benchmath.Comparison
+}
+
+// medianRatio returns the ratio of num's median to den's, and false if
+// either was not measured.
+func (s *Set) medianRatio(num, den Cell) (MedianRatio, bool) {
+	n, ok1 := s.Summary(num)
+	d, ok2 := s.Summary(den)
+	if !ok1 || !ok2 || d.Center == 0 {
+		return MedianRatio{}, false
+	}
+	lo, hi := math.Inf(-1), math.Inf(1)
+	if !math.IsInf(n.Lo, 0) && !math.IsInf(d.Hi, 0) && d.Hi > 0 {
+		lo = n.Lo / d.Hi
+	}
+	if !math.IsInf(n.Hi, 0) && !math.IsInf(d.Lo, 0) && d.Lo > 0 {
+		hi = n.Hi / d.Lo
+	}
+	return MedianRatio{
+		Ratio: n.Center / d.Center, Lo: lo, Hi: hi,
+		Test: benchmath.AssumeNothing.Compare(s.Sample(den), s.Sample(num)),
+	}, true
+}
+
+// PolicyRatio is a policy row's ns/op against its one-window subject's on
+// one workload at one core count, both measured in one run.
+type PolicyRatio struct {
+	Row, Base, Policy, Workload string
+	Procs                       int
+	MedianRatio
 }
 
 // PolicyRatios returns the ratio of every policy row to its one-window
@@ -306,24 +343,11 @@ func (s *Set) PolicyRatios() []PolicyRatio {
 		base, policy, _ := policyOf(row)
 		for _, wl := range s.Workloads {
 			for _, p := range s.Procs {
-				num, den := allow(row, wl, p, unitNs), allow(base, wl, p, unitNs)
-				n, ok1 := s.Summary(num)
-				d, ok2 := s.Summary(den)
-				if !ok1 || !ok2 || d.Center == 0 {
+				r, ok := s.medianRatio(allow(row, wl, p, unitNs), allow(base, wl, p, unitNs))
+				if !ok {
 					continue
 				}
-				lo, hi := math.Inf(-1), math.Inf(1)
-				if !math.IsInf(n.Lo, 0) && !math.IsInf(d.Hi, 0) && d.Hi > 0 {
-					lo = n.Lo / d.Hi
-				}
-				if !math.IsInf(n.Hi, 0) && !math.IsInf(d.Lo, 0) && d.Lo > 0 {
-					hi = n.Hi / d.Lo
-				}
-				out = append(out, PolicyRatio{
-					Row: row, Base: base, Policy: policy, Workload: wl, Procs: p,
-					Ratio: n.Center / d.Center, Lo: lo, Hi: hi,
-					Test: benchmath.AssumeNothing.Compare(s.Sample(den), s.Sample(num)),
-				})
+				out = append(out, PolicyRatio{Row: row, Base: base, Policy: policy, Workload: wl, Procs: p, MedianRatio: r})
 			}
 		}
 	}
@@ -331,7 +355,7 @@ func (s *Set) PolicyRatios() []PolicyRatio {
 }
 
 // String is "1.32× [1.20–1.45×]", or "1.32× [interval: too few runs]".
-func (r PolicyRatio) String() string {
+func (r MedianRatio) String() string {
 	if math.IsInf(r.Lo, 0) || math.IsInf(r.Hi, 0) {
 		return fmt.Sprintf("%.2f× [interval: too few runs]", r.Ratio)
 	}
@@ -358,6 +382,126 @@ func (s *Set) policyOverhead(policy, what, base string) Verdict {
 	}
 	if len(c.v.Figures) == 0 {
 		c.missing(fmt.Sprintf("policy=%s rows and their one-window rows on %s", policy, strings.Join(t.workloads, ", ")))
+	}
+	return c.done()
+}
+
+// WaitRatio is a store's op=wait or op=reserve row (Wait or Reserve,
+// needing no wait) against its op=allown row (AllowN) on one workload at
+// one core count, both measured in one run.
+type WaitRatio struct {
+	// Row is the op row ("atomic/op=wait"), Base its op=allown row,
+	// Store the store ("atomic") and Op the op ("wait" or "reserve").
+	Row, Base, Store, Op, Workload string
+	Procs                          int
+	MedianRatio
+}
+
+// WaitRatios returns the ratio of every op=wait and op=reserve row to its
+// store's op=allown row on each workload and core count where both were
+// measured, in the order of OpRows, Workloads and Procs.
+func (s *Set) WaitRatios() []WaitRatio {
+	var out []WaitRatio
+	for _, row := range s.OpRows {
+		store, op, _ := opOf(row)
+		if op == opAllowN {
+			continue
+		}
+		base := withOp(row, opAllowN)
+		for _, wl := range s.Workloads {
+			for _, p := range s.Procs {
+				r, ok := s.medianRatio(allow(row, wl, p, unitNs), allow(base, wl, p, unitNs))
+				if !ok {
+					continue
+				}
+				out = append(out, WaitRatio{Row: row, Base: base, Store: store, Op: op, Workload: wl, Procs: p, MedianRatio: r})
+			}
+		}
+	}
+	return out
+}
+
+// waitTarget returns the target a wait ratio is checked against, and
+// false if none applies to it: op=wait on every workload and core count,
+// op=reserve on reserveHotWorkload at -cpu reserveHotProcs.
+func waitTarget(r WaitRatio) (float64, bool) {
+	switch {
+	case r.Op == opWait:
+		return waitMax, true
+	case r.Op == opReserve && r.Workload == reserveHotWorkload && r.Procs == reserveHotProcs:
+		return reserveHotMax, true
+	}
+	return 0, false
+}
+
+// waitNote is what a wait ratio's figure adds to the ratio: where the
+// interval reaches past max though the medians meet it, and where the
+// medians miss it though the test finds no significant difference.
+func waitNote(r WaitRatio, max float64) string {
+	switch {
+	case r.Ratio <= max && r.Hi > max:
+		return "; the interval reaches past the target"
+	case r.Ratio > max && r.Test.P >= r.Test.Alpha:
+		return fmt.Sprintf("; no significant difference from AllowN (%s)", r.Test)
+	}
+	return ""
+}
+
+// waitOverhead: every store's Wait, needing no wait, at most waitMax
+// times its AllowN (ns/op), on every workload measured, at every core
+// count up to the CPUs.
+func (s *Set) waitOverhead() Verdict {
+	c := newCheck(fmt.Sprintf("Wait on a key that has tokens ≤ %.2f× AllowN (ns/op, every store, op=wait ÷ op=allown) on every workload measured (every core count up to the CPUs); in brackets, bounds from the two medians' 95%% intervals", waitMax))
+	fit := s.fitProcs()
+	for _, r := range s.WaitRatios() {
+		if r.Op == opWait && slices.Contains(fit, r.Procs) {
+			c.add(r.Ratio <= waitMax, "%s %s -cpu %d: %s%s", r.Store, r.Workload, r.Procs, r, waitNote(r, waitMax))
+		}
+	}
+	// An op=wait cell without its baseline has no ratio: not a target met.
+	for _, row := range s.OpRows {
+		if _, op, _ := opOf(row); op != opWait {
+			continue
+		}
+		base := withOp(row, opAllowN)
+		for _, wl := range s.Workloads {
+			for _, p := range fit {
+				_, okRow := s.Median(allow(row, wl, p, unitNs))
+				_, okBase := s.Median(allow(base, wl, p, unitNs))
+				if okRow && !okBase {
+					c.missing(fmt.Sprintf("%s %s -cpu %d", base, wl, p))
+				}
+			}
+		}
+	}
+	if len(c.v.Figures) == 0 {
+		c.missing("op=wait rows and their op=allown rows")
+	}
+	return c.done()
+}
+
+// reserveHotkey: every store's Reserve, needing no wait, on a hot key at
+// -cpu 2, no slower than its AllowN (ns/op). -cpu 2 is the target's own
+// core count: it counts even where it oversubscribes the machine.
+func (s *Set) reserveHotkey() Verdict {
+	c := newCheck(fmt.Sprintf("Reserve on %s at -cpu %d ≤ %.2f× AllowN (ns/op, every store, op=reserve ÷ op=allown); in brackets, bounds from the two medians' 95%% intervals",
+		reserveHotWorkload, reserveHotProcs, reserveHotMax))
+	for _, row := range s.OpRows {
+		store, op, _ := opOf(row)
+		if op != opReserve {
+			continue
+		}
+		base := withOp(row, opAllowN)
+		m, ok := s.medianRatio(allow(row, reserveHotWorkload, reserveHotProcs, unitNs), allow(base, reserveHotWorkload, reserveHotProcs, unitNs))
+		if !ok {
+			c.missing(fmt.Sprintf("%s or %s on %s at -cpu %d", row, base, reserveHotWorkload, reserveHotProcs))
+			continue
+		}
+		r := WaitRatio{Row: row, Base: base, Store: store, Op: op, Workload: reserveHotWorkload, Procs: reserveHotProcs, MedianRatio: m}
+		c.add(r.Ratio <= reserveHotMax, "%s: %s%s", store, r, waitNote(r, reserveHotMax))
+	}
+	if len(c.v.Figures) == 0 {
+		c.missing(fmt.Sprintf("op=reserve rows and their op=allown rows on %s at -cpu %d", reserveHotWorkload, reserveHotProcs))
 	}
 	return c.done()
 }
