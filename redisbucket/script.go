@@ -52,7 +52,11 @@ const (
 // last window will be full again, rounded up to a whole ms (or the least
 // TTL, if longer; at least 1 ms), so idle keys delete themselves. A full
 // window that a refund leaves full keeps its TAT, as keyrate.Rule.Refund
-// does; the two differ only once the clock has gone back.
+// does; the two differ only once the clock has gone back. A refund gives
+// nothing back while any window owes more than its fill time (a debt above
+// F: tokens promised to reservations whose slots have not come, or a debt
+// carried over from a larger limit), as keyrate.Rules.Refund does, since a
+// new request could then share a reserved slot.
 //
 // A value under another descriptor (the policy changed, or the key moved
 // to another tier) is carried over to the policy's windows first, as
@@ -287,17 +291,17 @@ if cost > 0 then
   end
   if denied < 0 or moved or bad == 1 then put() end
 elseif cost < 0 and v then
+  local owed = false
   for i = 1, n do
-    local back, t, k, d = -cost * W[i][2], ticks(i), W[i][1], D[i]
-    if t and t > 0 and back >= t then
+    local t = ticks(i)
+    if not t or t > W[i][4] then owed = true end
+  end
+  for i = 1, (owed and 0 or n) do
+    local back, t = -cost * W[i][2], ticks(i)
+    if t > 0 and back >= t then
       D[i] = {0, 0, 0}
-    elseif t and t > 0 then
-      D[i] = debt(t - back, W[i], d[3])
-    elseif not t then
-      local bb = math.fmod(back, k)
-      local du, db = d[1] - (back - bb) / k, d[2] - bb
-      if db < 0 then du, db = du - 1, db + k end
-      D[i] = {du, db, d[3]}
+    elseif t > 0 then
+      D[i] = debt(t - back, W[i], D[i][3])
     end
   end
   put()

@@ -41,7 +41,10 @@ func (s *Store) Refund(key string, cost int) error {
 // RefundContext gives cost tokens back to key under key's policy (as
 // AllowNContext chooses it), in one round trip bounded by ctx and the
 // store's timeout: every window gains cost tokens, capped at its Burst
-// (see keyrate.PolicyLimiter). A key Redis does not hold is full, and
+// (see keyrate.PolicyLimiter), unless some window owes more than its
+// Burst (tokens promised to reservations whose slots have not come, or a
+// debt carried over from a larger limit): then no window gains anything,
+// as keyrate.Rules.Refund decides. A key Redis does not hold is full, and
 // gains nothing; nothing is written for it.
 //
 // It returns an error wrapping keyrate.ErrUnknownPolicy,
