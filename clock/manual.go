@@ -31,7 +31,8 @@ type Manual struct {
 	mu       sync.Mutex    // guards the rest, and orders moves with sleeps
 	sleepers sleeperHeap   // by reading, then by arrival
 	seq      uint64        // arrivals, for the order of sleepers due at one reading
-	changed  chan struct{} // closed and replaced when the sleepers change
+	changed  chan struct{} // closed and replaced when enough sleep for an AwaitSleepers
+	awaiting int           // the least n an AwaitSleepers waits for, if changed is not nil
 }
 
 var _ Sleeper = (*Manual)(nil)
@@ -111,6 +112,9 @@ func (m *Manual) AwaitSleepers(ctx context.Context, n int) error {
 			m.mu.Unlock()
 			return nil
 		}
+		if m.changed == nil || n < m.awaiting {
+			m.awaiting = n
+		}
 		ch := m.changes()
 		m.mu.Unlock()
 		select {
@@ -137,7 +141,9 @@ func (m *Manual) SleepUntil(ctx context.Context, t time.Duration) error {
 	m.seq++
 	s := &sleeper{at: t, seq: m.seq, woken: make(chan struct{})}
 	heap.Push(&m.sleepers, s)
-	m.changed = notify(m.changed)
+	if len(m.sleepers) >= m.awaiting {
+		m.changed = notify(m.changed)
+	}
 	m.mu.Unlock()
 
 	select {
@@ -151,25 +157,19 @@ func (m *Manual) SleepUntil(ctx context.Context, t time.Duration) error {
 		return nil
 	}
 	heap.Remove(&m.sleepers, s.index)
-	m.changed = notify(m.changed)
 	return ctx.Err()
 }
 
 // wake wakes the sleepers due at reading t, the earliest first; m.mu must
 // be held.
 func (m *Manual) wake(t time.Duration) {
-	woke := false
 	for len(m.sleepers) > 0 && m.sleepers[0].at <= t {
 		s := heap.Pop(&m.sleepers).(*sleeper)
 		close(s.woken)
-		woke = true
-	}
-	if woke {
-		m.changed = notify(m.changed)
 	}
 }
 
-// changes returns a channel closed at the next change of the sleepers;
+// changes returns a channel closed once m.awaiting goroutines sleep;
 // m.mu must be held.
 func (m *Manual) changes() chan struct{} {
 	if m.changed == nil {

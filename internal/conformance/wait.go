@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -28,6 +29,7 @@ func RunWait(t *testing.T, b Bounded) {
 	t.Run("WaitErrors", func(t *testing.T) { testWaitErrors(t, b) })
 	t.Run("WaitCancelled", func(t *testing.T) { testWaitCancelled(t, b) })
 	t.Run("FirstComeFirstServed", func(t *testing.T) { testWaitOrder(t, b) })
+	t.Run("ManyWaiters", func(t *testing.T) { testManyWaiters(t, b) })
 	t.Run("SimulatedWaiters", func(t *testing.T) { testSimulatedWaiters(t, b) })
 	t.Run("ConcurrentReservations", func(t *testing.T) { testConcurrentReservations(t, b) })
 	t.Run("Differential", func(t *testing.T) { testWaitDifferential(t, b) })
@@ -262,6 +264,69 @@ func testWaitOrder(t *testing.T, b Bounded) {
 		if got.i != want || got.at != start+time.Duration(want+1)*time.Second {
 			t.Fatalf("return %d: waiter %d at %v; want waiter %d at %v", want, got.i, got.at, want, start+time.Duration(want+1)*time.Second)
 		}
+	}
+}
+
+// testManyWaiters: 10 000 waiters on one key are 10 000 sleeping
+// goroutines (the callers' own) and nothing more; a step of the clock
+// wakes only the one whose slot has come, and cancelling their context
+// ends them all, leaving no sleeper, timer or goroutine behind, on the
+// manual clock and on the system clock's runtime timers alike. (The
+// package's TestMain checks for leaked goroutines with goleak.)
+func testManyWaiters(t *testing.T, b Bounded) {
+	const waiters = 10_000
+	for _, system := range []bool{false, true} {
+		t.Run(fmt.Sprint("system=", system), func(t *testing.T) {
+			var opts []keyrate.Option
+			limit, slots := perSecondBurst(1, 1), time.Second
+			if system { // an hour a token, so that real time passing changes nothing
+				opts = append(opts, keyrate.WithClock(clock.System()))
+				limit, slots = keyrate.Limit{Rate: 1, Per: time.Hour, Burst: 1}, time.Hour
+			}
+			l, clk := openWait(t, b, limit, opts...)
+			l.Allow("k")
+			base := runtime.NumGoroutine()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errs := make(chan error, waiters)
+			for range waiters {
+				go func() { errs <- l.Wait(ctx, "k", 1) }()
+			}
+			if !system {
+				if err := clk.AwaitSleepers(context.Background(), waiters); err != nil {
+					t.Fatal(err)
+				}
+				if n := runtime.NumGoroutine() - base; n > waiters {
+					t.Fatalf("%d goroutines more than before %d waiters", n, waiters)
+				}
+				clk.Step() // the first slot: one waiter's
+				if err := <-errs; err != nil {
+					t.Fatalf("the first waiter: %v", err)
+				}
+				if n := clk.Sleepers(); n != waiters-1 {
+					t.Fatalf("%d sleepers after one step, want %d: a step woke more than the waiter due", n, waiters-1)
+				}
+			} else {
+				// Every waiter has reserved once the bucket's debt covers
+				// them all: the last slot is waiters-1 seconds ahead.
+				for l.Peek("k").RetryAfter < (waiters-1)*slots {
+					runtime.Gosched()
+				}
+			}
+			cancel()
+			want := waiters
+			if !system {
+				want--
+			}
+			for range want {
+				if err := <-errs; !errors.Is(err, context.Canceled) {
+					t.Fatalf("a waiter whose context was cancelled returned %v, want context.Canceled", err)
+				}
+			}
+			if n := clk.Sleepers(); n != 0 {
+				t.Fatalf("%d sleepers left after every waiter returned", n)
+			}
+		})
 	}
 }
 
