@@ -66,23 +66,6 @@ func (p *Rule) SlotFor(s State, now uint64, cost int) uint64 {
 // left the key in debt).
 func (p *Rule) pending(s State, now uint64) bool { return uint64(s) > now+p.fill }
 
-// Cancel gives back the cost tokens of a reservation whose slot has not
-// come, if nothing has changed the bucket since: s is its state at tick
-// now, end the state the reservation left, and slot its slot. It returns
-// the state before the reservation (as of the reservation's own reading)
-// and true, or s and false: when s is not end (another request spent,
-// reserved, refunded or cancelled since; giving the tokens back would let
-// a new request share a slot that a later reservation holds), or when the
-// slot has come (now ≥ slot). It is idempotent: a second Cancel of the
-// same reservation finds s ≠ end. Read now after loading s, so that no
-// request decided before s was loaded holds a later reading.
-func (p *Rule) Cancel(s, end State, now, slot uint64, cost int) (State, bool) {
-	if s != end || now >= slot {
-		return s, false
-	}
-	return s - State(uint64(cost)*p.interval), true
-}
-
 // Reserve is Take for a request that may wait: it finds the earliest clock
 // reading at or after t, its slot, at which every window holds cost
 // tokens, and if that is at most wait after t spends them there from every
@@ -179,13 +162,19 @@ func Delay(slot, t time.Duration) time.Duration {
 }
 
 // Cancel gives back the cost tokens of a reservation whose slot has not
-// come, if nothing has changed the key's states since (see Rule.Cancel):
-// s holds the states at reading t (read after loading them), end the state
-// the reservation left in window 0, and slot its slot. Every window then
-// gives back cost tokens, and Cancel reports true; otherwise it changes
-// nothing and reports false. Window 0 stands for all: every request,
-// refund and cancel changes every window's state, and window 0's by at
-// least a tick.
+// come, if nothing has changed the key's states since: s holds the states
+// at reading t, end the state the reservation left in window 0, and slot
+// its slot. Every window then gives back cost tokens (each state goes back
+// to what it was just before the reservation, or later), and Cancel
+// reports true. It changes nothing and reports false when window 0's state
+// is not end (another request spent, reserved, refunded or cancelled
+// since: giving the tokens back would let a new request share a slot that
+// a later reservation holds), or when the slot has come (t ≥ slot). Window
+// 0 stands for all: every request, refund and cancel changes every
+// window's state, and window 0's by at least a tick. It is idempotent: a
+// second Cancel of the same reservation finds window 0 moved. Read t after
+// loading s, so that no request decided before s was loaded holds a later
+// reading.
 func (rs *Rules) Cancel(s []State, end State, t, slot time.Duration, cost int) bool {
 	if len(rs.rules) == 0 || s[0] != end || t >= slot {
 		return false
