@@ -2,6 +2,7 @@ package keyrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -148,10 +149,11 @@ func (r Reservation) Cancel() bool {
 // Wait sleeps until the slot, on the clock of the store that made the
 // reservation, and returns nil then (at once, creating no timer, if the
 // slot has come). If ctx is done first it cancels the reservation (see
-// Cancel) and returns ctx.Err(). For a reservation that is not OK it
-// returns an error wrapping ErrWaitExceedsDeadline and
-// context.DeadlineExceeded, naming the wait it needed and the most it was
-// allowed.
+// Cancel) and returns ctx.Err(); if ctx's deadline comes before the slot
+// it cancels at once and returns an error wrapping ErrWaitExceedsDeadline
+// and context.DeadlineExceeded. For a reservation that is not OK it
+// returns such an error too, naming the wait it needed and the most it was
+// allowed; for the zero Reservation, an error saying so.
 func (r Reservation) Wait(ctx context.Context) error {
 	if r.ok && r.slot <= r.t {
 		return nil
@@ -160,18 +162,38 @@ func (r Reservation) Wait(ctx context.Context) error {
 }
 
 func (r Reservation) sleep(ctx context.Context) error {
+	if r.rules == nil {
+		return errZero
+	}
 	if !r.ok {
-		return fmt.Errorf("%w: waiting %v for a cost of %d would pass the deadline, %v away: %w",
-			ErrWaitExceedsDeadline, r.Delay(), r.cost, max(r.wait, 0), context.DeadlineExceeded)
+		return deadlineError(r.Delay(), r.cost, r.wait)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := clock.SleepUntil(ctx, r.rules.Clock(), r.slot); err != nil {
+	c := r.rules.Clock()
+	if budget, err := WaitBudget(ctx); err != nil || budget < r.DelayFrom(c.Now()) {
+		r.Cancel()
+		if err != nil {
+			return err
+		}
+		return deadlineError(r.DelayFrom(c.Now()), r.cost, budget)
+	}
+	if err := clock.SleepUntil(ctx, c, r.slot); err != nil {
 		r.Cancel()
 		return err
 	}
 	return nil
+}
+
+// errZero is Wait's error for the zero Reservation.
+var errZero = errors.New("keyrate: Wait on the zero Reservation, which no store made")
+
+// deadlineError is the error of a wait that would end after the deadline:
+// a wait of delay for cost, with left until the deadline.
+func deadlineError(delay time.Duration, cost int, left time.Duration) error {
+	return fmt.Errorf("%w: waiting %v for a cost of %d would pass the deadline, %v away: %w",
+		ErrWaitExceedsDeadline, delay, cost, max(left, 0), context.DeadlineExceeded)
 }
 
 // WaitBudget returns the longest wait ctx allows, the time left until its

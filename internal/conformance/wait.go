@@ -28,6 +28,7 @@ func RunWait(t *testing.T, b Bounded) {
 	t.Run("CancelOrder", func(t *testing.T) { testCancelOrder(t, b) })
 	t.Run("WaitErrors", func(t *testing.T) { testWaitErrors(t, b) })
 	t.Run("WaitCancelled", func(t *testing.T) { testWaitCancelled(t, b) })
+	t.Run("ReservationWait", func(t *testing.T) { testReservationWait(t, b) })
 	t.Run("FirstComeFirstServed", func(t *testing.T) { testWaitOrder(t, b) })
 	t.Run("ManyWaiters", func(t *testing.T) { testManyWaiters(t, b) })
 	t.Run("SimulatedWaiters", func(t *testing.T) { testSimulatedWaiters(t, b) })
@@ -231,6 +232,39 @@ func testWaitCancelled(t *testing.T, b Bounded) {
 		t.Fatalf("%d sleepers left after the cancelled Wait returned", n)
 	}
 	wantReservation(t, "Reserve after the cancelled Wait", reserve(t, l, "k", 1, time.Hour), true, time.Second)
+}
+
+// testReservationWait: a Reservation's Wait sleeps on the store's clock
+// until its slot; with a context whose deadline comes first it cancels at
+// once, giving the tokens back; the zero Reservation's Wait is an error.
+func testReservationWait(t *testing.T, b Bounded) {
+	l, clk := openWait(t, b, perSecondBurst(1, 1))
+	l.Allow("k")
+	hour, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	slow, _ := openWait(t, b, keyrate.Limit{Rate: 1, Per: 2 * time.Hour, Burst: 1})
+	slow.Allow("k")
+	r := reserve(t, slow, "k", 1, 3*time.Hour)
+	if err := r.Wait(hour); !errors.Is(err, keyrate.ErrWaitExceedsDeadline) || !errors.Is(err, context.DeadlineExceeded) || hour.Err() != nil {
+		t.Fatalf("Reservation.Wait of 2h with an hour to the deadline: %v, want ErrWaitExceedsDeadline at once", err)
+	}
+	wantReservation(t, "Reserve after that Wait gave up", reserve(t, slow, "k", 1, 3*time.Hour), true, 2*time.Hour)
+
+	r = reserve(t, l, "k", 1, time.Hour)
+	errc := make(chan error, 1)
+	go func() { errc <- r.Wait(hour) }()
+	if err := clk.AwaitSleepers(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if at, _ := clk.Step(); at != r.At() {
+		t.Fatalf("the sleeper woke at %v, want the slot %v", at, r.At())
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Reservation.Wait until its slot: %v", err)
+	}
+	if err := (keyrate.Reservation{}).Wait(context.Background()); err == nil {
+		t.Fatal("the zero Reservation's Wait returned nil")
+	}
 }
 
 // testWaitOrder: waiters on one key return in the order they reserved,
