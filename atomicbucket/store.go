@@ -448,9 +448,12 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 // maxWait away: one compare-and-swap for a known key. See
 // keyrate.WaitLimiter.
 func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return keyrate.Reservation{}, err
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return keyrate.Reservation{}, err
+		}
 	}
 	return s.reserve(key, rs, cost, maxWait)
 }

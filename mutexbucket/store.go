@@ -275,9 +275,12 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 // Reserve reserves cost tokens of key for the earliest slot at most
 // maxWait away. See keyrate.WaitLimiter.
 func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return keyrate.Reservation{}, err
+	rs := s.pols.Default()
+	if s.pols.HasFunc() {
+		var err error
+		if rs, err = s.pols.ForKey(key); err != nil {
+			return keyrate.Reservation{}, err
+		}
 	}
 	return s.reserve(key, rs, cost, maxWait)
 }
