@@ -94,8 +94,11 @@
 //
 // # Failures never admit
 //
-// Nothing that goes wrong lets a request through unlimited. A key function
-// that fails, or returns an empty key, and a cost the limiter rejects
+// Nothing that goes wrong lets a request through unlimited. A request that
+// carries no key (a ByHeader header missing or empty, an empty key from
+// ByFunc) is the client's omission: 400 Bad Request by default, see
+// WithNoKeyHandler. A key function that fails otherwise, a cost the
+// limiter rejects
 // (keyrate.ErrInvalidCost, keyrate.ErrCostExceedsBurst), a key it cannot
 // hold (keyrate.ErrInvalidKey) and a policy that the store's own
 // WithPolicyFunc names but the store lacks (keyrate.ErrUnknownPolicy) go
@@ -104,6 +107,10 @@
 // store-error handler: 503 with Retry-After by default, see
 // WithStoreErrorHandler. A tier the store lacks is not an error: the
 // request gets what naming no tier gets (see WithTier).
+//
+// A limiter that takes a context (redisbucket.Store's AllowNContext,
+// AllowTierContext and the refund variants) is called with the request's
+// context, so that a store call ends when its request does.
 //
 // # Client addresses behind proxies
 //

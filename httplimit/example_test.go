@@ -76,7 +76,8 @@ func ExampleTrustProxies() {
 	// 404
 }
 
-// Keyed by API key: a request without the header is refused with 500, never
+// Keyed by API key: a request without the header is refused with 400 Bad
+// Request (WithNoKeyHandler changes the answer), never
 // counted against a shared bucket.
 func ExampleByHeader() {
 	limiter, err := atomicbucket.New(keyrate.PerMinute(1))
@@ -101,7 +102,7 @@ func ExampleByHeader() {
 	// "alice": 404
 	// "bob": 404
 	// "alice": 429
-	// "": 500
+	// "": 400
 }
 
 // Tiers from a header that a gateway sets after authenticating the client:

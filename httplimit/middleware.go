@@ -46,6 +46,7 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 		key:          (&ipKey{header: "X-Forwarded-For", v6bits: DefaultIPv6Prefix}).key,
 		denied:       DefaultDenied,
 		onError:      DefaultError,
+		onNoKey:      DefaultNoKey,
 		onStoreError: DefaultStoreError,
 		policyName:   keyrate.DefaultPolicy,
 	}
@@ -66,6 +67,10 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 	s := &shared{def: &policySlot{name: keyrate.DefaultPolicy}}
 	s.named.Store(&map[string]*policySlot{keyrate.DefaultPolicy: s.def})
 	m := &middleware{limiter: limiter, policies: pl, config: c, shared: s}
+	m.ctxLimiter, _ = limiter.(contextLimiter)
+	if pl != nil {
+		m.ctxPolicies, _ = limiter.(contextPolicies)
+	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.DefaultServeMux
@@ -81,6 +86,10 @@ type middleware struct {
 	limiter keyrate.Limiter
 	// policies is limiter as a PolicyLimiter, or nil if it is not one.
 	policies keyrate.PolicyLimiter
+	// ctxLimiter and ctxPolicies are limiter as one that takes the
+	// request's context, or nil.
+	ctxLimiter  contextLimiter
+	ctxPolicies contextPolicies
 	config
 	*shared
 	next http.Handler
@@ -117,7 +126,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: the key function returned an empty key", ErrNoKey)
 	}
 	if err != nil {
-		m.onError(w, r, err)
+		if errors.Is(err, ErrNoKey) {
+			m.onNoKey(w, r, err)
+		} else {
+			m.onError(w, r, err)
+		}
 		return
 	}
 	cost := 1
@@ -131,9 +144,14 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.tier != nil {
 		slot = m.tierSlot(m.tier(r))
 	}
-	if slot != nil {
+	switch {
+	case slot != nil && m.ctxPolicies != nil:
+		d, err = m.ctxPolicies.AllowTierContext(r.Context(), key, slot.tier, cost)
+	case slot != nil:
 		d, err = m.policies.AllowTier(key, slot.tier, cost)
-	} else {
+	case m.ctxLimiter != nil:
+		d, err = m.ctxLimiter.AllowNContext(r.Context(), key, cost)
+	default:
 		d, err = m.limiter.AllowN(key, cost)
 	}
 	if err != nil {
@@ -151,7 +169,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m.refundOption != "" {
-		r = withRefund(r, m.policies, key, slot, cost, d.Limit == (keyrate.Limit{}))
+		r = withRefund(r, m.policies, m.ctxPolicies, key, slot, cost, d.Limit == (keyrate.Limit{}))
 	}
 	m.next.ServeHTTP(w, r)
 }

@@ -180,9 +180,9 @@ func TestErrorsNeverAdmit(t *testing.T) {
 		{"cost 0", store, []Option{WithCost(func(*http.Request) int { return 0 })}, 500, "", keyrate.ErrInvalidCost},
 		{"cost -1", store, []Option{WithCost(func(*http.Request) int { return -1 })}, 500, "", keyrate.ErrInvalidCost},
 		{"cost above burst", store, []Option{WithCost(func(*http.Request) int { return 4 })}, 500, "", keyrate.ErrCostExceedsBurst},
-		{"header missing", store, []Option{ByHeader("X-API-Key")}, 500, "", ErrNoKey},
+		{"header missing", store, []Option{ByHeader("X-API-Key")}, 400, "", ErrNoKey},
 		{"key func error", store, []Option{ByFunc(func(*http.Request) (string, error) { return "", errRedis })}, 500, "", errRedis},
-		{"key func empty", store, []Option{ByFunc(func(*http.Request) (string, error) { return "", nil })}, 500, "", ErrNoKey},
+		{"key func empty", store, []Option{ByFunc(func(*http.Request) (string, error) { return "", nil })}, 400, "", ErrNoKey},
 		{"bad remote address", store, []Option{ByIP()}, 500, "", ErrBadAddress},
 		{"invalid key", fakeLimiter{err: fmt.Errorf("%w: too long", keyrate.ErrInvalidKey)}, nil, 500, "", keyrate.ErrInvalidKey},
 		{"store down", fakeLimiter{err: errRedis}, nil, 503, "1", errRedis},
@@ -192,13 +192,16 @@ func TestErrorsNeverAdmit(t *testing.T) {
 			var seen error
 			record := func(w http.ResponseWriter, r *http.Request, err error) {
 				seen = err
-				if tt.status == 500 {
+				switch tt.status {
+				case 500:
 					DefaultError(w, r, err)
-				} else {
+				case 400:
+					DefaultNoKey(w, r, err)
+				default:
 					DefaultStoreError(w, r, err)
 				}
 			}
-			opts := append(tt.opts, WithErrorHandler(record), WithStoreErrorHandler(record))
+			opts := append(tt.opts, WithErrorHandler(record), WithStoreErrorHandler(record), WithNoKeyHandler(record))
 			mw, err := New(tt.limiter, opts...)
 			if err != nil {
 				t.Fatalf("New: %v", err)

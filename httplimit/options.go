@@ -27,6 +27,7 @@ type config struct {
 	cost         func(*http.Request) int
 	denied       DeniedFunc
 	onError      ErrorFunc
+	onNoKey      ErrorFunc
 	onStoreError ErrorFunc
 	policyName   string
 	legacy       bool
@@ -68,14 +69,28 @@ func WithDeniedHandler(f DeniedFunc) Option {
 }
 
 // WithErrorHandler sets the function that answers a request whose key or
-// cost could not be used: the key function failed or returned an empty key,
-// or the limiter rejected the cost or the key. These are server-side faults.
-// The default, DefaultError, writes 500 Internal Server Error without
-// revealing err to the client. A nil f keeps the default.
+// cost could not be used: the key function failed, or the limiter rejected
+// the cost or the key. These are server-side faults. The default,
+// DefaultError, writes 500 Internal Server Error without revealing err to
+// the client. A nil f keeps the default. A request that carries no key
+// goes to WithNoKeyHandler's function instead.
 func WithErrorHandler(f ErrorFunc) Option {
 	return func(c *config) {
 		if f != nil {
 			c.onError = f
+		}
+	}
+}
+
+// WithNoKeyHandler sets the function that answers a request in which the
+// key function found no key (an error wrapping ErrNoKey: a ByHeader header
+// missing or empty, or an empty key from ByFunc): the client's omission,
+// not a server fault. The default, DefaultNoKey, writes 400 Bad Request.
+// The request never goes through. A nil f keeps the default.
+func WithNoKeyHandler(f ErrorFunc) Option {
+	return func(c *config) {
+		if f != nil {
+			c.onNoKey = f
 		}
 	}
 }
@@ -134,6 +149,13 @@ func DefaultDenied(w http.ResponseWriter, _ *http.Request, _ keyrate.Decision) {
 // Server Error with a plain-text body that does not include err.
 func DefaultError(w http.ResponseWriter, _ *http.Request, _ error) {
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+}
+
+// DefaultNoKey is the default handler for a request that carries no key:
+// 400 Bad Request with a plain-text body naming what was missing (the
+// message of err, which names the header for ByHeader).
+func DefaultNoKey(w http.ResponseWriter, _ *http.Request, err error) {
+	http.Error(w, http.StatusText(http.StatusBadRequest)+": "+err.Error(), http.StatusBadRequest)
 }
 
 // DefaultStoreError is the default handler for limiter failures: 503

@@ -33,16 +33,17 @@ type refundKey struct{}
 // request: the bucket, the policy it was decided under, and how many of
 // the tokens it spent have not been given back yet.
 type refund struct {
-	limiter   keyrate.PolicyLimiter
-	key       string
-	slot      *policySlot // nil: decided by AllowN
-	unlimited bool        // decided under an unlimited policy: nothing was spent
-	left      atomic.Int64
+	limiter    keyrate.PolicyLimiter
+	ctxLimiter contextPolicies // limiter, if it takes a context; or nil
+	key        string
+	slot       *policySlot // nil: decided by AllowN
+	unlimited  bool        // decided under an unlimited policy: nothing was spent
+	left       atomic.Int64
 }
 
 // withRefund returns r carrying the refund record for its decision.
-func withRefund(r *http.Request, l keyrate.PolicyLimiter, key string, slot *policySlot, cost int, unlimited bool) *http.Request {
-	rf := &refund{limiter: l, key: key, slot: slot, unlimited: unlimited}
+func withRefund(r *http.Request, l keyrate.PolicyLimiter, lc contextPolicies, key string, slot *policySlot, cost int, unlimited bool) *http.Request {
+	rf := &refund{limiter: l, ctxLimiter: lc, key: key, slot: slot, unlimited: unlimited}
 	rf.left.Store(int64(cost))
 	return r.WithContext(context.WithValue(r.Context(), refundKey{}, rf))
 }
@@ -82,9 +83,14 @@ func Refund(r *http.Request, cost int) error {
 		}
 	}
 	var err error
-	if rf.slot != nil {
+	switch {
+	case rf.slot != nil && rf.ctxLimiter != nil:
+		err = rf.ctxLimiter.RefundTierContext(r.Context(), rf.key, rf.slot.tier, cost)
+	case rf.slot != nil:
 		err = rf.limiter.RefundTier(rf.key, rf.slot.tier, cost)
-	} else {
+	case rf.ctxLimiter != nil:
+		err = rf.ctxLimiter.RefundContext(r.Context(), rf.key, cost)
+	default:
 		err = rf.limiter.Refund(rf.key, cost)
 	}
 	if err != nil {
