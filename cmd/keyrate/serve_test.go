@@ -163,8 +163,8 @@ func TestServe(t *testing.T) {
 
 			var hdr []string
 			if c.key.header != "" {
-				if code, _ := get(t, client, url); code != 500 {
-					t.Errorf("request without the key header: status %d, want 500", code)
+				if code, _ := get(t, client, url); code != 400 {
+					t.Errorf("request without the key header: status %d, want 400", code)
 				}
 				hdr = []string{"X-API-Key", "alice"}
 			}
