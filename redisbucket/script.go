@@ -37,10 +37,11 @@ const (
 // KEYS[1] is the bucket. ARGV is now in µs ("-1": the server's TIME), the
 // cost (0: peek, which writes nothing; below 0: a refund of −cost), the
 // least TTL in ms, the policy's descriptor, the descriptor of the window a
-// one-window value is under (base), then K, I, G and F of each window: K
-// ticks per µs, I ticks per token, G ticks of keyrate.Rule per tick, F
-// ticks to fill an empty bucket. A descriptor lists its windows as
-// "K:I:G:F", joined by ",".
+// one-window value is under (base), the mode ("" for a spend, a peek or a
+// refund; "R:u:x" for a reservation, "C:hi:lo" for a cancel: see below),
+// then K, I, G and F of each window: K ticks per µs, I ticks per token, G
+// ticks of keyrate.Rule per tick, F ticks to fill an empty bucket. A
+// descriptor lists its windows as "K:I:G:F", joined by ",".
 //
 // The value is "desc/a:b:r,a:b:r,...": the descriptor of the windows the
 // states are under, then each window's TAT, a whole µs plus b ticks (0 ≤ b
@@ -78,11 +79,38 @@ const (
 //
 // It returns {denied, malformed, du, db, r for each window}: the index of
 // the first window that denied a spend (-1 when allowed, and for a peek or
-// a refund), 1 if the value was malformed, and each window's debt (TAT −
+// a refund; for a reservation, the window that needs the longest wait),
+// 1 if the value was malformed, and each window's debt (TAT −
 // now, 0 for a full window) after the call, in whole µs du plus db ticks
 // less r ticks of keyrate.Rule. du is at most 2^53 (a TAT of at most 2^53
 // µs, read at now = 0). Go turns the debts into keyrate.States, and
 // keyrate.Rules builds the Decision.
+//
+// A reservation ("R:u:x", cost > 0) is keyrate.Rules.Reserve: a spend
+// allowed past the fill time by at most a maximum wait. Each window's need
+// is its debt after the spend less F, in whole µs and keyrate.Rule's ticks;
+// the slot is the largest need, exact for one window, rounded up to a whole
+// ns for several. The maximum wait is u µs plus x: for one window x is in
+// keyrate.Rule's ticks, and u µs plus x is keyrate.Rule.WaitTicks of the
+// wait (which caps it at 2^62 ticks less the fill time); for several it is
+// in ns. A slot at now is a spend; one within the wait spends from every
+// window as if made at the slot (one window: TAT' = TAT + c·I; several:
+// TAT' = max(TAT, slot) + c·I, the slot written in each window's ticks
+// less r); a slot beyond it, or one that would leave a window owing more
+// than 2^62 of keyrate.Rule's ticks or put a TAT past 2^53 µs, reserves
+// nothing. Its reply ends with now in µs, so that Go can name the
+// state the reservation left in window 0 (Store.Cancel).
+//
+// A cancel ("C:hi:lo", cost the reservation's) gives back c·I in every
+// window, and writes the result, iff the value is under the descriptor
+// given (not malformed, not another policy's), window 0's TAT in
+// keyrate.Rule's ticks since the Unix epoch is hi·2^32 + lo modulo 2^64,
+// and some window still owes more than its fill time (TAT − now > F): for
+// the latest reservation on the key, exactly when its slot has not come.
+// It returns {1} if it gave the tokens back, and otherwise {0}, writing
+// nothing.
+// The products (wide: u µs plus x of keyrate.Rule's ticks, as a number of
+// those ticks) are taken on 32-bit halves, each exact in a double.
 //
 // The common case, one window under base with its value missing or "a:b",
 // a spend or a peek, is decided first, exactly as the previous version
@@ -102,8 +130,8 @@ end
 if now > 4503599627370496 then now = 4503599627370496 end
 local cost, want, base = tonumber(ARGV[2]), ARGV[4], ARGV[5]
 local v = redis.pcall('GET', KEYS[1])
-if want == base and cost >= 0 and type(v) ~= 'table' then
-  local K, I, F = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9])
+if want == base and cost >= 0 and ARGV[6] == '' and type(v) ~= 'table' then
+  local K, I, F = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[10])
   local a, b = '0', '0'
   if v then a, b = string.match(v, '^(%d+):(%d+)$') end
   if a and #a <= 16 and #b <= 16 and (#a < 16 or a <= '9007199254740992') and tonumber(b) < K then
@@ -122,10 +150,11 @@ if want == base and cost >= 0 and type(v) ~= 'table' then
     return {-1, 0, du, db, 0}
   end
 end
-local n = (#ARGV - 5) / 4
+local mode, m1, m2 = string.match(ARGV[6], '^([RC]):(%d+):(%d+)$')
+local n = (#ARGV - 6) / 4
 local W, D, bad, moved = {}, {}, 0, false
 for i = 1, n do
-  local j = 4 * i + 2
+  local j = 4 * i + 3
   W[i] = {tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])}
   D[i] = {0, 0, 0}
 end
@@ -254,6 +283,33 @@ elseif v then
     if old[i] then D[i] = moved and carry(O[i], old[i], W[i]) or old[i] end
   end
 end
+local P = 4294967296
+local function wide(u, x, kg)
+  local lo = (u % P) * kg + x
+  local c = math.floor(lo / P)
+  return (u - u % P) / P * kg + c, lo - c * P
+end
+
+if mode == 'C' then
+  if not v or bad == 1 or moved then return {0} end
+  local K, G, d = W[1][1], W[1][3], D[1]
+  local hi, lo = wide(d[4] or now + d[1], (d[5] or d[2]) * G - (d[6] or d[3]), K * G)
+  if hi % P ~= tonumber(m1) or lo ~= tonumber(m2) then return {0} end
+  local owed = false
+  for i = 1, n do
+    if D[i][1] * W[i][1] + D[i][2] > W[i][4] then owed = true end
+  end
+  if not owed then return {0} end
+  for i = 1, n do
+    local k, back, e = W[i][1], cost * W[i][2], D[i]
+    local bb = back % k
+    local u, b, r = (e[4] or now + e[1]) - (back - bb) / k, (e[5] or e[2]) - bb, e[6] or e[3]
+    if b < 0 then u, b = u - 1, b + k end
+    if u < 0 then u, b, r = 0, 0, 0 end
+    D[i] = {0, 0, 0, u, b, r}
+    if u > now or (u == now and b > 0) then D[i] = {u - now, b, r} end
+  end
+end
 if bad == 1 then
   for i = 1, n do D[i] = debt(W[i][4], W[i], 0) end
 end
@@ -278,7 +334,53 @@ local function put()
 end
 
 local denied = -1
-if cost > 0 then
+if mode == 'C' then
+  put()
+  return {1}
+elseif cost > 0 and mode == 'R' then
+  local wu, wx, su, sx = tonumber(m1), tonumber(m2), 0, 0
+  for i = 1, n do
+    local k, g, d = W[i][1], W[i][3], D[i]
+    local m = W[i][4] - cost * W[i][2]
+    local u, x = d[1] - (m - m % k) / k, (d[2] - m % k) * g - d[3]
+    if x < 0 then u, x = u - 1, x + k * g end
+    if u >= 0 and u + x > 0 then
+      if n > 1 then
+        local s = k * g / 1000
+        x = (x + s - 1 - (x + s - 1) % s) / s
+        if x == 1000 then u, x = u + 1, 0 end
+      end
+      if u > su or (u == su and x > sx) then su, sx, denied = u, x, i - 1 end
+    end
+  end
+  if denied >= 0 and su <= wu and (su < wu or sx <= wx) then
+    local N = {}
+    for i = 1, n do
+      local k, g, e = W[i][1], W[i][3], D[i]
+      local du, db, r = e[1], e[2], e[3]
+      if n > 1 then
+        local y = sx * k * g / 1000
+        local c, u = (y + g - 1 - (y + g - 1) % g) / g, su
+        local rr = c * g - y
+        if c == k then u, c = u + 1, 0 end
+        local l = du - u
+        if l < -1 or (l <= 1 and l * k * g + (db - c) * g - r + rr < 0) then du, db, r = u, c, rr end
+      end
+      local back = cost * W[i][2]
+      du, db = du + (back - back % k) / k, db + back % k
+      if db >= k then du, db = du + 1, db - k end
+      local hi, lo = wide(du, db * g - r, k * g)
+      if hi > 1073741824 or (hi == 1073741824 and lo > 0) or now + du > 9007199254740992 then break end
+      N[i] = {du, db, r}
+    end
+    if #N == n then
+      D, denied = N, -1
+    end
+  elseif denied < 0 then
+    for i = 1, n do D[i] = debt(ticks(i) + cost * W[i][2], W[i], D[i][3]) end
+  end
+  if denied < 0 or moved or bad == 1 then put() end
+elseif cost > 0 then
   for i = 1, n do
     local t = ticks(i)
     if not t or t + cost * W[i][2] > W[i][4] then
@@ -310,6 +412,7 @@ local out = {denied, bad}
 for i = 1, n do
   for j = 1, 3 do out[#out + 1] = D[i][j] end
 end
+if mode == 'R' then out[#out + 1] = now end
 return out
 `)
 
@@ -379,6 +482,10 @@ type plan struct {
 	desc  string
 	args  []any // K, I, G and F of each window
 	units []units
+	// local is the policy compiled for the store's local clock (the time
+	// source, or clock.System()): the Rules of the reservations made under
+	// it, on whose clock Reservation.Wait sleeps. Store.plan sets it.
+	local *keyrate.Rules
 }
 
 // newPlan compiles p for the script, or returns an error wrapping
@@ -417,11 +524,18 @@ const maxDebt = 1 << 63
 // debt in keyrate.Rule's ticks), and returns the denying window (-1 if
 // none) and whether the value was malformed. It returns an error for a
 // reply the script cannot give, so that no Decision built from it can
-// hold a negative or wrapped duration.
-func (p *plan) read(res []int64, st []keyrate.State) (denied int, malformed bool, err error) {
+// hold a negative or wrapped duration. The reply holds extra values after
+// the windows' (a reservation's now), which read checks only for number
+// and range (0 to maxMicros).
+func (p *plan) read(res []int64, st []keyrate.State, extra int) (denied int, malformed bool, err error) {
 	n := len(p.units)
-	if len(res) != 2+3*n {
-		return 0, false, fmt.Errorf("script returned %d values, want %d", len(res), 2+3*n)
+	if len(res) != 2+3*n+extra {
+		return 0, false, fmt.Errorf("script returned %d values, want %d", len(res), 2+3*n+extra)
+	}
+	for _, x := range res[2+3*n:] {
+		if x < 0 || x > maxMicros {
+			return 0, false, fmt.Errorf("script returned %v, out of range", res)
+		}
 	}
 	if res[0] < -1 || res[0] >= int64(n) || res[1] < 0 || res[1] > 1 {
 		return 0, false, fmt.Errorf("script returned %v, out of range", res)

@@ -387,6 +387,9 @@ func (s *Store) plan(rs *keyrate.Rules) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.local, err = keyrate.NewRules(rs.Policy(), s.localClock()); err != nil {
+		return nil, err
+	}
 	actual, _ := s.plans.LoadOrStore(rs, p)
 	return actual.(*plan), nil
 }
@@ -397,29 +400,36 @@ func (s *Store) plan(rs *keyrate.Rules) (*plan, error) {
 // window that denied a spend (-1 if none). Its error wraps ErrUnavailable
 // and has been counted and reported, unless parent is done.
 func (s *Store) eval(parent context.Context, key string, rs *keyrate.Rules, cost int, st []keyrate.State) (int, error) {
+	denied, _, err := s.evalMode(parent, key, rs, cost, "", st)
+	return denied, err
+}
+
+// evalMode is eval in the script's mode: "" as eval, or a reservation's
+// "R:u:x" (see gcraScript), for which it also returns the server's now in
+// µs, as the script read it.
+func (s *Store) evalMode(parent context.Context, key string, rs *keyrate.Rules, cost int, mode string, st []keyrate.State) (denied int, now int64, err error) {
 	s.calls.Add(1)
 	p, err := s.plan(rs)
 	if err != nil {
-		return 0, s.fail(err)
+		return 0, 0, s.fail(err)
 	}
-	ctx, cancel := context.WithTimeout(parent, s.set.timeout)
-	defer cancel()
-	now, minTTL := "-1", "0" // the server's TIME
-	if ts := s.set.timeSource; ts != nil {
-		now, minTTL = strconv.FormatInt(micros(ts.Now()), 10), timeSourceTTLArg
-	}
-	args := append(make([]any, 0, 5+len(p.args)), now, cost, minTTL, p.desc, s.base)
 	rkey := s.redisKey(key)
-	res, err := gcraScript.Run(ctx, s.client, []string{rkey}, append(args, p.args...)...).Int64Slice()
-	denied, bad := 0, false
+	res, err := s.run(parent, rkey, p, cost, mode)
+	bad, extra := false, 0
+	if mode != "" {
+		extra = 1
+	}
 	if err == nil {
-		denied, bad, err = p.read(res, st)
+		denied, bad, err = p.read(res, st, extra)
 	}
 	if err != nil {
 		if parent.Err() != nil {
-			return 0, err // the caller gave up: not an outage
+			return 0, 0, err // the caller gave up: not an outage
 		}
-		return 0, s.fail(err)
+		return 0, 0, s.fail(err)
+	}
+	if extra == 1 {
+		now = res[len(res)-1]
 	}
 	if bad {
 		s.malformed.Add(1)
@@ -434,7 +444,21 @@ func (s *Store) eval(parent context.Context, key string, rs *keyrate.Rules, cost
 			f(fmt.Errorf("%w at key %q: %s", ErrMalformedBucket, rkey, what))
 		}
 	}
-	return denied, nil
+	return denied, now, nil
+}
+
+// run sends one EVALSHA of the script (EVAL if the server lacks it) for
+// the Redis key rkey under p, bounded by parent and the store's timeout,
+// and returns its reply.
+func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(parent, s.set.timeout)
+	defer cancel()
+	now, minTTL := "-1", "0" // the server's TIME
+	if ts := s.set.timeSource; ts != nil {
+		now, minTTL = strconv.FormatInt(micros(ts.Now()), 10), timeSourceTTLArg
+	}
+	args := append(make([]any, 0, 6+len(p.args)), now, cost, minTTL, p.desc, s.base, mode)
+	return gcraScript.Run(ctx, s.client, []string{rkey}, append(args, p.args...)...).Int64Slice()
 }
 
 // fail counts a failed round trip, reports it to the callback, and returns
