@@ -74,6 +74,32 @@
 // previous version reads it as malformed, an empty bucket, and a spend of
 // its replaces it with one.
 //
+// # Waiting
+//
+// The Store is a keyrate.WaitLimiter: Reserve, ReserveTier and Wait (and
+// their Context forms) reserve tokens for the earliest slot at which every
+// window holds them, as keyrate.Rules.Reserve decides in process, in one
+// script call; Wait then sleeps in the calling process, on the store's
+// local clock (clock.System(), or the time source of WithTimeSource), and
+// sends nothing to Redis while it sleeps. A reservation's slot is the
+// local reading taken when Redis answered plus the wait the server
+// computed on its own clock, so it is late by up to the reply's latency
+// (for clocks that run at the same rate), never early; the fleet's
+// waiters on a key are served in the order the server saw their
+// reservations. Cancel (and a Wait whose context ends
+// while it sleeps) is one more call, which gives the tokens back only if
+// the key is under the same limits, window 0 holds the state the
+// reservation left, and some window still owes more than its Burst: the
+// latest reservation on the key, before its slot. A refund gives nothing
+// back while a window owes more than its Burst.
+//
+// While Redis does not answer, FailClosed's Reserve and Wait return an
+// error wrapping ErrUnavailable; FailOpen reserves at once (Wait returns
+// nil); FallbackLocal reserves and waits in the fallback store. A cancel
+// Redis does not answer gives nothing back. Processes of the previous
+// version refund tokens promised to reservations: upgrade a fleet before
+// it waits.
+//
 // # Redis must not evict buckets
 //
 // A bucket that Redis deletes before it is full again comes back full, so

@@ -28,13 +28,15 @@ const (
 	// RetryAfter the time cost tokens take to accrue in every window of
 	// the key's policy, ResetAfter 0) and an
 	// error wrapping ErrUnavailable, so that callers can tell an outage
-	// from a rate limit (httplimit answers 503 instead of 429). The
-	// default.
+	// from a rate limit (httplimit answers 503 instead of 429); Reserve
+	// and Wait return that error. The default.
 	FailClosed FailurePolicy = iota
 	// FailOpen allows: AllowN returns an allowed Decision (Remaining 0,
-	// RetryAfter 0, ResetAfter 0) and no error. The outage shows only in
-	// Stats and the WithOnError callback: an error would make generic
-	// callers treat the request as failed, defeating the policy.
+	// RetryAfter 0, ResetAfter 0) and no error; Reserve returns an OK
+	// Reservation with no delay, and Wait returns nil at once. The outage
+	// shows only in Stats and the WithOnError callback: an error would
+	// make generic callers treat the request as failed, defeating the
+	// policy.
 	FailOpen
 	// FallbackLocal answers from an in-process store (an atomicbucket.Store
 	// with the store's policies, its default policy replaced by
@@ -45,7 +47,10 @@ const (
 	// above the fallback limit's Burst (but within the store's), which the
 	// fallback could never allow, is denied as FailClosed denies (RetryAfter
 	// the time cost tokens take to accrue under the store's policy), still
-	// with no error.
+	// with no error. Reserve and Wait are the fallback's (atomicbucket's)
+	// Reserve and Wait, sleeping on the store's local clock, and its
+	// reservations cancel in the fallback; a cost the fallback can never
+	// allow gets an error wrapping ErrUnavailable and the fallback's.
 	FallbackLocal
 )
 
@@ -67,14 +72,16 @@ func (p FailurePolicy) String() string {
 // of maxmemory-policy: see Store.PolicyCheck). Each count only grows.
 type Stats struct {
 	// Calls is the number of Redis round trips attempted: one per AllowN,
-	// AllowTier, Peek, Refund and each SCAN page of Len, not counting
-	// calls rejected for bad input, answered without Redis (an unlimited
-	// policy) or whose caller's context was done before the call.
+	// AllowTier, Peek, Refund, Reserve, Wait, Cancel (and a Wait's own
+	// cancel) and each SCAN page of Len, not counting calls rejected for
+	// bad input, answered without Redis (an unlimited policy, a cancel
+	// that cannot give anything back) or whose caller's context was done
+	// before the call.
 	Calls uint64
 	// Errors is the number of those that failed: the outage counter.
 	Errors uint64
-	// Degraded is the number of decisions (and refunds) the failure
-	// policy made instead of Redis.
+	// Degraded is the number of decisions (refunds and reservations too)
+	// the failure policy made instead of Redis.
 	Degraded uint64
 	// Malformed is the number of calls that found a value at the
 	// bucket's key that no Store writes (see ErrMalformedBucket) and

@@ -18,7 +18,7 @@ import (
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
-// Store is a keyrate.PolicyLimiter whose buckets live in Redis, shared by
+// Store is a keyrate.WaitLimiter whose buckets live in Redis, shared by
 // every process that uses the same server (or Cluster), prefix and
 // policies.
 //
@@ -40,6 +40,11 @@ import (
 // Redis key, with the limits they are under, so that a key whose policy
 // changed, in this process or another, is carried over by the script (see
 // keyrate.PolicyLimiter). An unlimited policy answers without a call.
+//
+// Reserve and Wait (see keyrate.WaitLimiter) are one script call each,
+// which reserves the tokens for a slot on the server's clock; Wait then
+// sleeps on the store's local clock (clock.System(), or WithTimeSource's),
+// sending nothing to Redis until its slot, and Cancel is one more call.
 //
 // Every call is bounded by the store's timeout (WithTimeout, default
 // DefaultTimeout); when Redis fails to answer in time the store's
@@ -74,6 +79,7 @@ type Store struct {
 var (
 	_ keyrate.Limiter       = (*Store)(nil)
 	_ keyrate.PolicyLimiter = (*Store)(nil)
+	_ keyrate.WaitLimiter   = (*Store)(nil)
 )
 
 // New returns a store enforcing limit on every key, in client's Redis, or

@@ -10,8 +10,6 @@ import (
 	"github.com/keyrate/keyrate/clock"
 )
 
-var _ keyrate.WaitLimiter = (*Store)(nil)
-
 // Reserve is ReserveContext with context.Background(): still bounded by
 // the store's timeout.
 func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
@@ -31,9 +29,13 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 // time source of WithTimeSource, or clock.System()): the reading taken
 // when Redis answered plus the wait the server computed, so that its Wait
 // sleeps in this process, sending nothing to Redis. A slot is therefore
-// late by up to the reply's latency, never early. The script refuses a
-// reservation that would put a window's TAT past 2^53 µs of Unix time
-// (the year 2255), as if it needed more than maxWait.
+// late by up to the reply's latency (for clocks that run at the same
+// rate), never early. The script refuses a reservation that would leave a
+// window owing more than 2^62 of keyrate.Rule's ticks (over ten years), as
+// keyrate.Rule.WaitTicks bounds one window's wait, or put a window's TAT
+// past 2^53 µs of Unix time (the year 2255), as if it needed more than
+// maxWait. (For several windows an in-process store refuses instead a
+// slot past its clock range, 2^62 ticks after its creation.)
 //
 // It returns the errors of AllowNContext. If Redis fails to answer within
 // the timeout, the failure policy answers (see FailurePolicy): FailClosed
