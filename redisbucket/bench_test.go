@@ -22,7 +22,8 @@ var emptyScript = redis.NewScript("return 0")
 // BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
 // GCRA script, on the server's TIME, every call allowed so every call
 // writes) and AllowTier under a policy of two windows
-// (op=allow-windows=2) with an EVALSHA of an empty script
+// (op=allow-windows=2) and Wait (op=wait: the script's reservation mode,
+// never needing to sleep) with an EVALSHA of an empty script
 // (op=evalsha-empty), at 1, 8 and 50 client goroutines sharing one pool,
 // each on its own key. Beside
 // ns/op (wall time over all goroutines) it reports each call's latency at
@@ -59,6 +60,9 @@ func BenchmarkRedis(b *testing.B) {
 				err = fmt.Errorf("AllowTier(%q) denied: the benchmark's limits should allow every call", key)
 			}
 			return err
+		}},
+		{"wait", func(key string) error {
+			return store.Wait(context.Background(), key+"-wait", 1) // never sleeps: the limit allows every call
 		}},
 		{"evalsha-empty", func(key string) error {
 			return emptyScript.Run(context.Background(), client, []string{key}).Err()

@@ -1,6 +1,7 @@
 package redisbucket_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -122,4 +123,38 @@ func ExampleFallbackLocal_policies() {
 	// true 1 1 <nil>
 	// true 1 0 <nil>
 	// false 1 0 <nil>
+}
+
+// Reserve takes tokens for a slot at most a maximum wait away, and Wait
+// sleeps until its slot. With no Redis to answer, a FallbackLocal store
+// reserves in its fallback store, here at 2 a minute per key: a third
+// request waits 30s, or gives its reservation up; a Wait whose deadline
+// comes first fails at once.
+func ExampleStore_Reserve() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond),
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal),
+		redisbucket.WithFallbackLimit(keyrate.PerMinute(2)))
+	if err != nil {
+		panic(err)
+	}
+	var last keyrate.Reservation
+	for range 3 {
+		last, err = limiter.Reserve("alice", 1, time.Minute)
+		fmt.Println(last.OK(), last.Delay().Round(10*time.Second), err)
+	}
+	fmt.Println(last.Cancel())
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = limiter.Wait(ctx, "alice", 1)
+	fmt.Println(errors.Is(err, keyrate.ErrWaitExceedsDeadline), errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// true 0s <nil>
+	// true 0s <nil>
+	// true 30s <nil>
+	// true
+	// true true
 }
