@@ -161,22 +161,36 @@ func Delay(slot, t time.Duration) time.Duration {
 	return math.MaxInt64
 }
 
+// End returns what a reservation records of the states s it left, for
+// Cancel to recognise them: window 0's state for a policy of one window,
+// and a 64-bit mix of every window's for several.
+func (rs *Rules) End(s []State) State {
+	if len(s) == 0 {
+		return 0
+	}
+	e := uint64(s[0])
+	for i := 1; i < len(s); i++ {
+		e = e*0x9E3779B97F4A7C15 + uint64(s[i]) // a polynomial hash, mod 2^64
+	}
+	return State(e)
+}
+
 // Cancel gives back the cost tokens of a reservation whose slot has not
 // come, if nothing has changed the key's states since: s holds the states
-// at reading t, end the state the reservation left in window 0, and slot
-// its slot. Every window then gives back cost tokens (each state goes back
-// to what it was just before the reservation, or later), and Cancel
-// reports true. It changes nothing and reports false when window 0's state
-// is not end (another request spent, reserved, refunded or cancelled
-// since: giving the tokens back would let a new request share a slot that
-// a later reservation holds), or when the slot has come (t ≥ slot). Window
-// 0 stands for all: every request, refund and cancel changes every
-// window's state, and window 0's by at least a tick. It is idempotent: a
-// second Cancel of the same reservation finds window 0 moved. Read t after
-// loading s, so that no request decided before s was loaded holds a later
-// reading.
+// at reading t, end what End gave for the states the reservation left, and
+// slot its slot. Every window then gives back cost tokens (each state goes
+// back to what it was just before the reservation, or later), and Cancel
+// reports true. It changes nothing and reports false when the states are
+// not those the reservation left (another request spent, reserved,
+// refunded or cancelled since, or the key moved to another policy and
+// back: giving the tokens back would let a new request share a slot that
+// a later reservation holds), when the slot has come (t ≥ slot), or when
+// no window owes more than its Burst (as the window that set the slot of
+// a reservation still ahead does). It is idempotent: a second Cancel of
+// the same reservation finds the states moved. Read t after loading s, so
+// that no request decided before s was loaded holds a later reading.
 func (rs *Rules) Cancel(s []State, end State, t, slot time.Duration, cost int) bool {
-	if len(rs.rules) == 0 || s[0] != end || t >= slot {
+	if len(rs.rules) == 0 || rs.End(s) != end || t >= slot || !rs.pending(s, t) {
 		return false
 	}
 	for i := range rs.rules {
@@ -244,7 +258,7 @@ func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, 
 		}
 		return Reservation{lim: lim, key: key, rules: rs, end: s[0], t: t, slot: slot, wait: wait, cost: cost, ok: true}
 	}
-	return Reservation{lim: lim, key: key, rules: rs, end: s[0], t: t, slot: rs.Slot(s, t), wait: wait, cost: cost, ok: true}
+	return Reservation{lim: lim, key: key, rules: rs, end: rs.End(s), t: t, slot: rs.Slot(s, t), wait: wait, cost: cost, ok: true}
 }
 
 // Waits reports whether a reservation that left the bucket in state s at

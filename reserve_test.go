@@ -104,12 +104,12 @@ func TestRulesReserveIsEarliestSlot(t *testing.T) {
 			}
 		}
 		if slot == now {
-			if rs.Cancel(got, got[0], now, slot, cost) {
+			if rs.Cancel(got, rs.End(got), now, slot, cost) {
 				t.Fatalf("%s: Cancel of an immediate reservation gave tokens back", desc)
 			}
 			continue
 		}
-		end := got[0]
+		end := rs.End(got)
 		if !rs.Cancel(got, end, now, slot, cost) {
 			t.Fatalf("%s: Cancel of the latest reservation before its slot gave nothing back", desc)
 		}

@@ -26,6 +26,7 @@ import (
 func RunWait(t *testing.T, b Bounded) {
 	t.Run("ReserveSteps", func(t *testing.T) { testReserveSteps(t, b) })
 	t.Run("CancelOrder", func(t *testing.T) { testCancelOrder(t, b) })
+	t.Run("CancelAfterTierMoves", func(t *testing.T) { testCancelAfterTierMoves(t, b) })
 	t.Run("WaitErrors", func(t *testing.T) { testWaitErrors(t, b) })
 	t.Run("WaitCancelled", func(t *testing.T) { testWaitCancelled(t, b) })
 	t.Run("ReservationWait", func(t *testing.T) { testReservationWait(t, b) })
@@ -150,6 +151,40 @@ func testCancelOrder(t *testing.T, b Bounded) {
 	}
 	if !mine.Cancel() {
 		t.Fatal("Cancel of the latest reservation after another store refused it gave nothing back")
+	}
+}
+
+// testCancelAfterTierMoves: a key that moved to a policy without the
+// reservation's second window and back, with a refund and a spend that
+// put window 0 back where the reservation left it, must not have the
+// reservation cancelled: its second window started afresh, and giving
+// its tokens back there would admit one request more than its burst of 1.
+func testCancelAfterTierMoves(t *testing.T, b Bounded) {
+	l, _ := openWait(t, b, perSecondBurst(1, 5),
+		keyrate.WithPolicies(
+			keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{perSecondBurst(1, 5), {Rate: 1, Per: 100 * time.Millisecond, Burst: 1}}},
+			keyrate.Policy{Name: "one", Limits: []keyrate.Limit{perSecondBurst(1, 5)}},
+		))
+	def, _ := l.Tier(keyrate.DefaultPolicy)
+	one, _ := l.Tier("one")
+	if d, err := l.AllowTier("k", def, 1); err != nil || !d.Allowed {
+		t.Fatalf("first request = %+v, %v", d, err)
+	}
+	r, err := l.ReserveTier("k", def, 1, time.Second)
+	if err != nil || !r.OK() || r.Delay() != 100*time.Millisecond {
+		t.Fatalf("ReserveTier = OK %v, delay %v, %v; want a slot 100ms away", r.OK(), r.Delay(), err)
+	}
+	if err := l.RefundTier("k", one, 1); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.AllowTier("k", def, 1); err != nil || !d.Allowed {
+		t.Fatalf("the request back under the default policy = %+v, %v", d, err)
+	}
+	if r.Cancel() {
+		t.Fatal("Cancel gave tokens back to a key whose states moved to another policy and back")
+	}
+	if d, _ := l.AllowTier("k", def, 1); d.Allowed {
+		t.Fatalf("a second request within 100ms under a window of burst 1 = %+v, want denied", d)
 	}
 }
 
