@@ -35,7 +35,10 @@ func (r *refStore) reserve(rs *keyrate.Rules, key string, cost int, wait time.Du
 	s := r.bucket(key, rs, now)
 	_, denied := rs.Reserve(s, now, cost, wait)
 	r.keys[key] = refBucket{rs, s}
-	return rs.Reserved(nil, key, s, now, cost, wait, denied), nil
+	res := rs.Reserved(nil, key, s, now, cost, wait, denied)
+	// The script recognises a reservation by window 0's state alone (an
+	// in-process store by every window's: keyrate.Rules.End).
+	return keyrate.NewReservation(nil, key, rs, s[0], now, res.At(), wait, cost, res.OK()), nil
 }
 
 // cancel is the reference's Cancel: keyrate.Rules.Cancel if the key is
@@ -57,7 +60,10 @@ func (r *refStore) cancel(t *testing.T, res keyrate.Reservation) bool {
 	if b.rs.Slot(b.s, now) <= now {
 		return false
 	}
-	return b.rs.Cancel(b.s, res.End(), now, res.At(), res.Cost())
+	if b.s[0] != res.End() {
+		return false
+	}
+	return b.rs.Cancel(b.s, b.rs.End(b.s), now, res.At(), res.Cost())
 }
 
 // openWait returns a store on a fresh prefix reading the manual clock clk,
