@@ -75,8 +75,23 @@ type Canceler interface {
 
 // Reservation is cost tokens of one key reserved for a slot (see
 // WaitLimiter): the instant at which the key's bucket holds them. Its
-// zero value reserves nothing. A Reservation is a plain value, safe to
-// copy and to use from several goroutines.
+// zero value reserves nothing. A Reservation is a plain value, allocated
+// nowhere, safe to copy; its methods may be called from any goroutine.
+//
+// A reservation is either used (its holder proceeds at the slot, as Wait
+// does) or cancelled, never both: Cancel gives the tokens back to the key,
+// and a Wait already sleeping on another copy of the reservation does not
+// learn of it, so cancel only a reservation you will not use. Cancel
+// tells whether the slot has come by the clock's reading, so on a clock
+// stepped back past the slot of a reservation already used (only a
+// clock.Manual steps back) it could give back tokens that were used.
+//
+// For a limit whose token interval is not a whole number of nanoseconds,
+// a slot is the exact tick rounded up to the next nanosecond, so two
+// slots can lie a fraction of a nanosecond closer than one token
+// interval: Wait never returns before the tokens are there, and over any
+// interval the slots admit at most Burst + Rate·T/Per tokens measured in
+// the store's ticks, which differ from nanoseconds by less than one.
 type Reservation struct {
 	lim   Canceler
 	key   string

@@ -31,12 +31,14 @@ func (p *Rule) WaitTicks(wait time.Duration) uint64 {
 // Reserve is Take for a request that may wait: it spends cost tokens from
 // state s at tick now for the earliest tick at which the bucket holds
 // them, its slot (Slot), if that is at most wait ticks after now
-// (WaitTicks), returning the new state and true, or s and false. With a
-// wait of 0 it is exactly Take. It is pure, and never moves a state
+// (WaitTicks) and within the clock range, returning the new state and
+// true, or s and false. With a wait of 0 it is exactly Take. It is pure, and never moves a state
 // backwards. cost must satisfy CheckCost.
 func (p *Rule) Reserve(s State, now uint64, cost int, wait uint64) (State, bool) {
 	next := max(uint64(s), now) + uint64(cost)*p.interval
-	if next-now > p.fill+wait {
+	if next-now > p.fill+wait || next > maxTicks+p.fill {
+		// Past the wait, or a slot past the clock range, where time
+		// stops: that slot never comes.
 		return s, false
 	}
 	return State(next), true
@@ -108,7 +110,7 @@ func (rs *Rules) Reserve(s []State, t time.Duration, cost int, wait time.Duratio
 		rs.Take(s, tc, cost) // allowed at once
 		return t, -1
 	}
-	if Delay(slot, t) > wait {
+	if Delay(slot, tc) > wait {
 		return slot, late
 	}
 	var next [MaxLimits]State
@@ -142,7 +144,7 @@ func (rs *Rules) clamp(t time.Duration) time.Duration {
 	if t < r.epoch {
 		return r.epoch
 	}
-	if t-r.epoch > r.maxNanos {
+	if d := t - r.epoch; d < 0 || d > r.maxNanos { // d < 0: the difference overflowed
 		return r.epoch + r.maxNanos
 	}
 	return t
@@ -190,8 +192,8 @@ func (rs *Rules) End(s []State) State {
 // the same reservation finds the states moved. Read t after loading s, so
 // that no request decided before s was loaded holds a later reading.
 func (rs *Rules) Cancel(s []State, end State, t, slot time.Duration, cost int) bool {
-	if len(rs.rules) == 0 || rs.End(s) != end || t >= slot || !rs.pending(s, t) {
-		return false
+	if len(rs.rules) == 0 || cost < 1 || cost > rs.minBurst || rs.End(s) != end || t >= slot || !rs.pending(s, t) {
+		return false // a cost no reservation under rs can have, too
 	}
 	for i := range rs.rules {
 		s[i] -= State(uint64(cost) * rs.rules[i].interval)
@@ -245,6 +247,9 @@ func (rs *Rules) SlotFor(s []State, t time.Duration, cost int) time.Duration {
 // at reading t with maximum wait wait, from the states s after it (the
 // new states if reserved, the unchanged ones if not) and Reserve's result.
 func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, cost int, wait time.Duration, denied int) Reservation {
+	if len(rs.rules) > 0 {
+		t = rs.clamp(t) // the reading the rules decided at: Delay is at most the wait
+	}
 	switch {
 	case rs.policy.Unlimited:
 		return Reservation{lim: lim, key: key, rules: rs, t: t, slot: t, wait: wait, cost: cost, ok: true}

@@ -145,10 +145,11 @@ func (p *Rule) Now() uint64 { return p.Ticks(p.clock.Now()) }
 // Ticks converts a reading t of the rule's clock to ticks since the
 // epoch, as Now does.
 func (p *Rule) Ticks(t time.Duration) uint64 {
+	if t <= p.epoch {
+		return 0
+	}
 	d := t - p.epoch
-	if d < 0 {
-		d = 0
-	} else if d > p.maxNanos {
+	if d < 0 || d > p.maxNanos { // d < 0: the difference overflowed
 		d = p.maxNanos
 	}
 	return uint64(d) * p.scale

@@ -18,7 +18,8 @@ type Sleeper interface {
 }
 
 // SleepUntil blocks until c reads t or later, returning nil, or until ctx
-// is done, returning ctx.Err(); it returns nil at once, creating no timer,
+// is done, returning ctx.Err() (a nil ctx is context.Background(), a nil
+// c, or a nil *Manual, is System()); it returns nil at once, creating no timer,
 // if c reads t already. It never returns nil before c reads t: sleeping
 // can only be late, never early.
 //
@@ -28,6 +29,12 @@ type Sleeper interface {
 // again for what is left if c is behind (a Coarse clock lags by up to its
 // resolution).
 func SleepUntil(ctx context.Context, c Clock, t time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if c == nil || isNilManual(c) {
+		c = System()
+	}
 	if s, ok := c.(Sleeper); ok {
 		return s.SleepUntil(ctx, t)
 	}
@@ -51,4 +58,11 @@ func SleepUntil(ctx context.Context, c Clock, t time.Duration) error {
 			timer.Reset(d)
 		}
 	}
+}
+
+// isNilManual reports whether c is a nil *Manual, whose methods would
+// dereference it.
+func isNilManual(c Clock) bool {
+	m, ok := c.(*Manual)
+	return ok && m == nil
 }

@@ -116,3 +116,15 @@ func TestSleepUntilNeverEarly(t *testing.T) {
 		t.Fatalf("SleepUntil an hour ahead with a done context = %v, want context.Canceled at once", err)
 	}
 }
+
+// TestSleepUntilNilArguments: a nil context is context.Background(), and a
+// nil clock or nil *Manual is System(): no panic.
+func TestSleepUntilNilArguments(t *testing.T) {
+	var nilCtx context.Context
+	var nilManual *clock.Manual
+	for _, c := range []clock.Clock{nil, nilManual} {
+		if err := clock.SleepUntil(nilCtx, c, 0); err != nil {
+			t.Fatalf("SleepUntil(nil, %#v, 0) = %v, want nil", c, err)
+		}
+	}
+}

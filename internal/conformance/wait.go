@@ -35,6 +35,7 @@ func RunWait(t *testing.T, b Bounded) {
 	t.Run("SimulatedWaiters", func(t *testing.T) { testSimulatedWaiters(t, b) })
 	t.Run("ConcurrentReservations", func(t *testing.T) { testConcurrentReservations(t, b) })
 	t.Run("Differential", func(t *testing.T) { testWaitDifferential(t, b) })
+	t.Run("Extremes", func(t *testing.T) { testWaitExtremes(t, b) })
 	t.Run("ZeroAllocs", func(t *testing.T) { testWaitZeroAllocs(t, b) })
 }
 
@@ -660,6 +661,64 @@ func (r *refStore) cancel(res keyrate.Reservation) bool {
 		return false
 	}
 	return b.rs.Cancel(b.s, res.End(), r.clk.Now(), res.At(), res.Cost())
+}
+
+// testWaitExtremes: the edges an adversarial review found. A store whose
+// clock reads below 0 gives a new key a full bucket; past the clock range,
+// where time stops, reservations are refused rather than given slots that
+// never come; a reading before the epoch is the epoch, so a reservation's
+// Delay never exceeds its wait; a Reservation forged with a cost its
+// policy cannot have cancels nothing.
+func testWaitExtremes(t *testing.T, b Bounded) {
+	open := func(limit keyrate.Limit, clk *clock.Manual) waitStore {
+		l, err := b.New(t, limit, clk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l.(waitStore)
+	}
+	one := perSecondBurst(1, 1)
+	if d, err := open(perSecondBurst(1, 5), clock.NewManual(-time.Hour)).AllowN("new", 1); err != nil || !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("a new key on a clock reading -1h = %+v, %v; want allowed with 4 left", d, err)
+	}
+
+	clk := clock.NewManual(0)
+	l := open(one, clk)
+	clk.Set(1<<62 + time.Hour) // past the clock range at one tick a nanosecond
+	admitted := 0
+	for range 10 {
+		if r, err := l.Reserve("k", 1, time.Hour); err != nil {
+			t.Fatal(err)
+		} else if r.OK() {
+			admitted++
+		}
+	}
+	if admitted > 1 {
+		t.Fatalf("past the clock range, %d reservations of 1 admitted with burst 1; time stops there, so at most 1", admitted)
+	}
+
+	clk = clock.NewManual(0)
+	l = open(one, clk)
+	l.Allow("k")
+	clk.Set(-time.Hour)
+	if r := reserve(t, l, "k", 1, time.Second); r.OK() && r.Delay() > time.Second {
+		t.Fatalf("Reserve(1, 1s) on a clock set back before the epoch = OK with Delay %v, above its wait", r.Delay())
+	}
+
+	clk = clock.NewManual(0)
+	l = open(perSecondBurst(1, 2), clk)
+	l.AllowN("k", 2)
+	r := reserve(t, l, "k", 1, time.Hour)
+	for _, cost := range []int{3, 0, -1 << 40} {
+		forged := keyrate.NewReservation(l, r.Key(), r.Rules(), r.End(), 0, r.At(), time.Hour, cost, true)
+		if forged.Cancel() {
+			t.Fatalf("a Reservation forged with cost %d (burst 2) was cancelled", cost)
+		}
+	}
+	if !r.Cancel() {
+		t.Fatal("the real reservation could not be cancelled after the forged ones")
+	}
 }
 
 // testWaitZeroAllocs: Reserve and Cancel on a known key, and a Wait that

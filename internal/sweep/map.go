@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -316,12 +317,16 @@ func (m *Map[B]) Floor() *Floor { return &m.floor }
 // Floor is the state a store's new buckets start in: the latest clock
 // reading at which any bucket it evicted became full (keyrate.Rules.Reading),
 // which each window reads as its ticks at that reading. Kept as a reading
-// rather than a state, it serves every policy of the store. It is safe for
-// concurrent use.
-type Floor struct{ v atomic.Int64 }
+// rather than a state, it serves every policy of the store. Its zero value
+// is the earliest reading, math.MinInt64, so that a store whose clock
+// reads below 0 (a clock.Manual set there) gives new keys full buckets. It
+// is safe for concurrent use.
+type Floor struct {
+	v atomic.Int64 // the reading with its sign bit flipped, so that 0 is math.MinInt64
+}
 
 // Load returns the floor.
-func (f *Floor) Load() time.Duration { return time.Duration(f.v.Load()) }
+func (f *Floor) Load() time.Duration { return time.Duration(f.v.Load() ^ math.MinInt64) }
 
 // Start fills s, one state per window of rs, with the states a bucket not
 // spent from yet is read as at its first spend (the floor), and returns
@@ -354,7 +359,7 @@ func (f *Floor) Start(rs *keyrate.Rules, t time.Duration, s []keyrate.State) tim
 func (f *Floor) Raise(t time.Duration) {
 	for {
 		old := f.v.Load()
-		if old >= int64(t) || f.v.CompareAndSwap(old, int64(t)) {
+		if old^math.MinInt64 >= int64(t) || f.v.CompareAndSwap(old, int64(t)^math.MinInt64) {
 			return
 		}
 	}
