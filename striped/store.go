@@ -298,108 +298,38 @@ func (s *Store) full(key string, h uint64, rs *keyrate.Rules, now time.Duration,
 }
 
 // Reserve reserves cost tokens of key for the earliest slot at most
-// maxWait away. See keyrate.WaitLimiter.
+// maxWait away: one locked step for a known key. See keyrate.WaitLimiter.
 func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
-	rs := s.pols.Default()
-	if s.pols.HasFunc() {
-		var err error
-		if rs, err = s.pols.ForKey(key); err != nil {
-			return keyrate.Reservation{}, err
-		}
-	}
-	return s.reserve(key, rs, cost, maxWait)
+	return sweep.Reserve(s.pols, (*front)(s), key, cost, maxWait)
 }
 
 // ReserveTier is Reserve under tier's policy. See keyrate.WaitLimiter.
 func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
-	rs, err := s.pols.Rules(tier)
-	if err != nil {
-		return keyrate.Reservation{}, err
-	}
-	return s.reserve(key, rs, cost, maxWait)
+	return sweep.ReserveTier(s.pols, (*front)(s), key, tier, cost, maxWait)
 }
 
 // Wait spends cost tokens of key, waiting for them on the store's clock
 // if need be. See keyrate.WaitLimiter.
 func (s *Store) Wait(ctx context.Context, key string, cost int) error {
-	wait, err := keyrate.WaitBudget(ctx)
-	if err != nil {
-		return err
-	}
-	rs := s.pols.Default()
-	if s.pols.HasFunc() {
-		if rs, err = s.pols.ForKey(key); err != nil {
-			return err
-		}
-	}
-	return s.wait(ctx, key, rs, cost, wait)
+	return sweep.Wait(ctx, s.pols, (*front)(s), key, cost)
 }
 
 // WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
 func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
-	wait, err := keyrate.WaitBudget(ctx)
-	if err != nil {
-		return err
-	}
-	rs, err := s.pols.Rules(tier)
-	if err != nil {
-		return err
-	}
-	return s.wait(ctx, key, rs, cost, wait)
+	return sweep.WaitTier(ctx, s.pols, (*front)(s), key, tier, cost)
 }
 
-// wait is Wait under rs, with the wait ctx allows. A known key whose
-// tokens are there returns from the fast path, building no Reservation.
-func (s *Store) wait(ctx context.Context, key string, rs *keyrate.Rules, cost int, wait time.Duration) error {
-	if err := rs.CheckCost(cost); err != nil {
-		return err
-	}
-	if rs.Len() == 1 {
-		h := maphash.String(s.seed, key)
-		if state, t, ok, hit := s.reserveOne(key, h, rs, cost, wait); hit {
-			if r := rs.Rule(0); ok && !r.Waits(state, r.Ticks(t)) {
-				return nil
-			}
-			st := [1]keyrate.State{state}
-			return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)).Wait(ctx)
-		}
-	}
-	r, err := s.reserve(key, rs, cost, wait)
-	if err != nil {
-		return err
-	}
-	return r.Wait(ctx)
-}
+// front is the store as a sweep.Reserver: its reservations, for the
+// shared front of Reserve and Wait, kept out of the store's API.
+type front Store
 
-// reserve is Reserve under rs.
-func (s *Store) reserve(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
-	if err := rs.CheckCost(cost); err != nil {
-		return keyrate.Reservation{}, err
+// ReserveOne is the known-key fast path. See sweep.Reserver.
+func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
+	s := (*Store)(f)
+	if rs.Len() != 1 {
+		return 0, 0, false, false
 	}
-	if rs.Unlimited() {
-		return rs.Reserved(s, key, nil, 0, cost, wait, -1), nil
-	}
-	wait = max(wait, 0)
 	h := maphash.String(s.seed, key)
-	if rs.Len() == 1 { // the hot path: a known key
-		if state, t, ok, hit := s.reserveOne(key, h, rs, cost, wait); hit {
-			st := [1]keyrate.State{state}
-			return rs.Reserved(s, key, st[:], t, cost, wait, sweep.Denied(ok)), nil
-		}
-	}
-	st, at, denied, err := s.take(key, h, rs, cost, wait)
-	if err != nil {
-		return keyrate.Reservation{}, err
-	}
-	return rs.Reserved(s, key, st[:rs.Len()], at, cost, wait, denied), nil
-}
-
-// reserveOne is the hot path of reserve and wait, for a known key, whose
-// hash is h, under rs, a policy of one window: it reserves cost within
-// wait and returns the state after the call, the reading it was decided
-// at, and whether it reserved. It reports a miss, and does nothing, for
-// any other key. cost must satisfy rs.CheckCost.
-func (s *Store) reserveOne(key string, h uint64, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
 	r := rs.Rule(0)
 	t = rs.Now()
 	if s.hashes != nil {
@@ -409,6 +339,20 @@ func (s *Store) reserveOne(key string, h uint64, rs *keyrate.Rules, cost int, wa
 	}
 	return state, t, ok, hit
 }
+
+// ReserveRare is the slow path: a new key, or one under another policy
+// or of several windows. See sweep.Reserver.
+func (f *front) ReserveRare(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+	s := (*Store)(f)
+	st, at, denied, err := s.take(key, maphash.String(s.seed, key), rs, cost, max(wait, 0))
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return rs.Reserved(f, key, st[:rs.Len()], at, cost, wait, denied), nil
+}
+
+// Cancel is the store's Cancel. See sweep.Reserver.
+func (f *front) Cancel(r keyrate.Reservation) bool { return (*Store)(f).Cancel(r) }
 
 // Cancel gives back the tokens of a reservation this store made, if its
 // slot has not come and the key's bucket has not changed since. See

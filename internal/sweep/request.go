@@ -89,13 +89,11 @@ func (m *Map[B]) AllowN(key string, rs *keyrate.Rules, cost int) (keyrate.Decisi
 	return rs.Decide(s[:rs.Len()], at, cost, denied), nil
 }
 
-// Reserve is keyrate.WaitLimiter's Reserve by way of Take, under rs, for
-// a cost that satisfies rs.CheckCost: a store's Reserve after its fast
-// path missed. lim is the store, for the Reservation's Cancel.
+// Reserve is keyrate.WaitLimiter's Reserve by way of Take, under rs, a
+// policy with windows, for a cost that satisfies rs.CheckCost: a pointer
+// store's Reserver.ReserveRare. lim is the store's Reserver, for the
+// Reservation's Cancel.
 func (m *Map[B]) Reserve(lim keyrate.Canceler, key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
-	if rs.Unlimited() {
-		return rs.Reserved(lim, key, nil, 0, cost, wait, -1), nil
-	}
 	s, at, denied, err := m.Take(key, rs, cost, max(wait, 0))
 	if err != nil {
 		return keyrate.Reservation{}, err

@@ -1,0 +1,121 @@
+package sweep
+
+import (
+	"context"
+	"time"
+
+	"github.com/keyrate/keyrate"
+)
+
+// This file is keyrate.WaitLimiter's front, which every in-process store
+// shares: picking the policy, checking the cost, and turning a store's
+// reservation into a Reservation or a Wait. A store supplies only what
+// differs between stores, its known-key fast path and its slow path, as a
+// Reserver.
+
+// Reserver is a store's reservation under a compiled policy. A store
+// implements it on an unexported adapter type (so that these methods stay
+// out of its API), which is then the Canceler of the Reservations it
+// makes.
+type Reserver interface {
+	keyrate.Canceler
+	// ReserveOne is the store's fast path: for a known key under rs, a
+	// policy of one window, whose bucket is live, it reserves cost within
+	// wait (keyrate.Rule.Reserve) and returns the state after the call,
+	// the reading it was decided at and whether it reserved; for any
+	// other key it reports a miss (hit false) and does nothing.
+	ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool)
+	// ReserveRare is the store's slow path, after ReserveOne missed:
+	// Reserve under rs, a policy with windows, inserting or carrying the
+	// key's bucket as a spend does.
+	ReserveRare(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error)
+}
+
+// Reserve is keyrate.WaitLimiter's Reserve for a store with policies pols
+// and reservations f.
+func Reserve(pols *keyrate.Policies, f Reserver, key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := rulesFor(pols, key)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return reserve(f, key, rs, cost, maxWait)
+}
+
+// ReserveTier is keyrate.WaitLimiter's ReserveTier (see Reserve).
+func ReserveTier(pols *keyrate.Policies, f Reserver, key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	rs, err := pols.Rules(tier)
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return reserve(f, key, rs, cost, maxWait)
+}
+
+// Wait is keyrate.WaitLimiter's Wait (see Reserve).
+func Wait(ctx context.Context, pols *keyrate.Policies, f Reserver, key string, cost int) error {
+	budget, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := rulesFor(pols, key)
+	if err != nil {
+		return err
+	}
+	return wait(ctx, f, key, rs, cost, budget)
+}
+
+// WaitTier is keyrate.WaitLimiter's WaitTier (see Reserve).
+func WaitTier(ctx context.Context, pols *keyrate.Policies, f Reserver, key string, tier keyrate.Tier, cost int) error {
+	budget, err := keyrate.WaitBudget(ctx)
+	if err != nil {
+		return err
+	}
+	rs, err := pols.Rules(tier)
+	if err != nil {
+		return err
+	}
+	return wait(ctx, f, key, rs, cost, budget)
+}
+
+// rulesFor is key's policy: the default unless WithPolicyFunc chooses,
+// with no call when it cannot.
+func rulesFor(pols *keyrate.Policies, key string) (*keyrate.Rules, error) {
+	if !pols.HasFunc() {
+		return pols.Default(), nil
+	}
+	return pols.ForKey(key)
+}
+
+// reserve is Reserve under rs.
+func reserve(f Reserver, key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+	if err := rs.CheckCost(cost); err != nil {
+		return keyrate.Reservation{}, err
+	}
+	if rs.Unlimited() {
+		return rs.Reserved(f, key, nil, 0, cost, wait, -1), nil
+	}
+	if state, t, ok, hit := f.ReserveOne(key, rs, cost, wait); hit {
+		st := [1]keyrate.State{state}
+		return rs.Reserved(f, key, st[:], t, cost, wait, Denied(ok)), nil
+	}
+	return f.ReserveRare(key, rs, cost, wait)
+}
+
+// wait is Wait under rs, with the wait ctx allows. A known key whose
+// tokens are there returns from the fast path, building no Reservation.
+func wait(ctx context.Context, f Reserver, key string, rs *keyrate.Rules, cost int, wait time.Duration) error {
+	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
+		return err
+	}
+	if state, t, ok, hit := f.ReserveOne(key, rs, cost, wait); hit {
+		if r := rs.Rule(0); ok && !r.Waits(state, r.Ticks(t)) {
+			return nil
+		}
+		st := [1]keyrate.State{state}
+		return rs.Reserved(f, key, st[:], t, cost, wait, Denied(ok)).Wait(ctx)
+	}
+	r, err := f.ReserveRare(key, rs, cost, wait)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
