@@ -1,7 +1,6 @@
 package redisbucket_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
@@ -379,94 +379,22 @@ func TestConcurrentReservations(t *testing.T) {
 					redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))
 			}
 			const goroutines, rounds, ops = 8, 10, 30
-			type held struct {
-				at   time.Duration
-				cost int
-			}
-			var (
-				mu   sync.Mutex
-				kept []held
-			)
+			var kept []conformance.Admission
 			rng := rand.New(rand.NewPCG(3, 4))
 			for range rounds {
-				var wg sync.WaitGroup
-				for g := range goroutines {
-					seed := rng.Uint64()
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						rng := rand.New(rand.NewPCG(seed, 7))
-						var mine []keyrate.Reservation
-						for range ops {
-							cost := 1 + rng.IntN(limit.Burst)
-							r, err := stores[g%2].Reserve("k", cost, time.Duration(rng.IntN(50))*time.Millisecond)
-							if err != nil {
-								t.Error(err)
-								return
-							}
-							if r.OK() {
-								mine = append(mine, r)
-							}
-							if len(mine) > 0 && rng.IntN(3) == 0 {
-								if last := mine[len(mine)-1]; last.Cancel() {
-									mine = mine[:len(mine)-1]
-								}
-							}
-						}
-						mu.Lock()
-						for _, r := range mine {
-							kept = append(kept, held{r.At(), r.Cost()})
-						}
-						mu.Unlock()
-					}()
-				}
-				wg.Wait()
+				kept = append(kept, conformance.ReserveAndCancel(t, []keyrate.WaitLimiter{stores[0], stores[1]}, limit, goroutines, ops, rng.Uint64())...)
 				clk.Advance(time.Duration(rng.IntN(50_000)) * time.Microsecond)
 			}
-			at := make([]time.Duration, len(kept))
-			cost := make([]int, len(kept))
-			total := 0
-			for i, h := range kept {
-				at[i], cost[i] = h.at, h.cost
-				total += h.cost
+			total, lo, hi := 0, kept[0].At, kept[0].At
+			for _, a := range kept {
+				total += a.Cost
+				lo, hi = min(lo, a.At), max(hi, a.At)
 			}
-			checkBound(t, limit, at, cost)
+			conformance.CheckBound(t, limit, kept)
 			if total < limit.Burst {
 				t.Fatalf("the reservations kept hold %d tokens, fewer than one burst: nothing was tested", total)
 			}
-			t.Logf("%d reservations kept, %d tokens, slots over %v", len(kept), total, slices.Max(at)-slices.Min(at))
+			t.Logf("%d reservations kept, %d tokens, slots over %v", len(kept), total, hi-lo)
 		})
-	}
-}
-
-// checkBound fails t unless the admissions at readings at, of costs cost,
-// keep the token bucket's bound over every interval: replayed in order of
-// their readings through an exact rule of limit, each is allowed.
-func checkBound(t *testing.T, limit keyrate.Limit, at []time.Duration, cost []int) {
-	t.Helper()
-	if len(at) == 0 {
-		return
-	}
-	idx := make([]int, len(at))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
-	clk := clock.NewManual(at[idx[0]])
-	r, err := keyrate.NewRule(limit, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !r.Exact() {
-		t.Fatalf("checkBound needs an exact limit, not %v", limit)
-	}
-	var s keyrate.State
-	for n, i := range idx {
-		next, ok := r.Take(s, r.Ticks(at[i]), cost[i])
-		if !ok {
-			t.Fatalf("admission %d of %d (cost %d at +%v) puts more than %v over some interval ending there",
-				n, len(idx), cost[i], at[i]-at[idx[0]], limit)
-		}
-		s = next
 	}
 }

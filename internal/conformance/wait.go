@@ -467,50 +467,97 @@ func SimulatedWaiters(t *testing.T, b Bounded, span time.Duration) {
 	}
 	stop() // the waiters still asleep give up; the one woken stops by itself
 	wg.Wait()
-	slices.Sort(rets)
 	want := int(int64(rate)*int64(span)/int64(time.Second)) + burst
 	if len(rets) > want || len(rets) < want-1 {
 		t.Fatalf("%d Waits returned over %v at %d/s, burst %d; want %d (within one)", len(rets), span, rate, burst, want)
 	}
-	checkBound(t, limit, rets, nil)
+	admitted := make([]Admission, len(rets))
+	for i, at := range rets {
+		admitted[i] = Admission{at, 1}
+	}
+	CheckBound(t, limit, admitted)
 }
 
-// checkBound fails t unless the admissions at readings at, of costs cost
-// (1 each if nil), sorted by reading, keep the token bucket's bound over
-// every interval: replayed in order through an exact rule of limit, each
-// is allowed. (For exact limits the replay is the bound: it denies the
-// first admission that would put Burst + Rate·T/Per over some interval.)
-func checkBound(t *testing.T, limit keyrate.Limit, at []time.Duration, cost []int) {
+// Admission is one admission for CheckBound: the clock reading it was
+// admitted at (a reservation's slot, the reading a Wait returned at) and
+// its cost.
+type Admission struct {
+	At   time.Duration
+	Cost int
+}
+
+// CheckBound fails t unless the admissions, sorted by reading, keep the
+// token bucket's bound over every interval: replayed in order through an
+// exact rule of limit, each is allowed. (For exact limits the replay is
+// the bound: it denies the first admission that would put Burst +
+// Rate·T/Per over some interval.)
+func CheckBound(t testing.TB, limit keyrate.Limit, admitted []Admission) {
 	t.Helper()
-	if len(at) == 0 {
+	if len(admitted) == 0 {
 		return
 	}
-	idx := make([]int, len(at))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(at[a], at[b]) })
-	clk := clock.NewManual(at[idx[0]])
-	r, err := keyrate.NewRule(limit, clk)
+	sorted := slices.SortedStableFunc(slices.Values(admitted), func(a, b Admission) int { return cmp.Compare(a.At, b.At) })
+	first := sorted[0].At
+	r, err := keyrate.NewRule(limit, clock.NewManual(first))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.Exact() {
-		t.Fatalf("checkBound needs an exact limit, not %v", limit)
+		t.Fatalf("CheckBound needs an exact limit, not %v", limit)
 	}
 	var s keyrate.State
-	for n, i := range idx {
-		c := 1
-		if cost != nil {
-			c = cost[i]
-		}
-		next, ok := r.Take(s, r.Ticks(at[i]), c)
+	for n, a := range sorted {
+		next, ok := r.Take(s, r.Ticks(a.At), a.Cost)
 		if !ok {
-			t.Fatalf("admission %d of %d (cost %d at %v) puts more than %v over some interval ending there",
-				n, len(idx), c, at[i]-at[idx[0]], limit)
+			t.Fatalf("admission %d of %d (cost %d at +%v) puts more than %v over some interval ending there",
+				n, len(sorted), a.Cost, a.At-first, limit)
 		}
 		s = next
 	}
+}
+
+// ReserveAndCancel has goroutines goroutines each make ops reservations of
+// the key "k", goroutine g on stores[g%len(stores)], with random costs up
+// to limit's Burst and maximum waits up to 50ms, cancelling its latest
+// reservation a third of the time, and returns the reservations left
+// standing, for CheckBound. Its randomness comes from seed.
+func ReserveAndCancel(t testing.TB, stores []keyrate.WaitLimiter, limit keyrate.Limit, goroutines, ops int, seed uint64) []Admission {
+	var (
+		mu   sync.Mutex
+		kept []Admission
+		wg   sync.WaitGroup
+	)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(g)))
+			var mine []keyrate.Reservation
+			for range ops {
+				cost := 1 + rng.IntN(limit.Burst)
+				r, err := stores[g%len(stores)].Reserve("k", cost, time.Duration(rng.IntN(50))*time.Millisecond)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.OK() {
+					mine = append(mine, r)
+				}
+				if len(mine) > 0 && rng.IntN(3) == 0 {
+					if last := mine[len(mine)-1]; last.Cancel() {
+						mine = mine[:len(mine)-1]
+					}
+				}
+			}
+			mu.Lock()
+			for _, r := range mine {
+				kept = append(kept, Admission{r.At(), r.Cost()})
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return kept
 }
 
 // testConcurrentReservations: goroutines reserve with random costs and
@@ -525,15 +572,6 @@ func testConcurrentReservations(t *testing.T, b Bounded) {
 			if racetest.Enabled {
 				ops = 1000
 			}
-			type held struct {
-				at   time.Duration
-				cost int
-			}
-			var (
-				mu   sync.Mutex
-				kept []held
-				wg   sync.WaitGroup
-			)
 			stop := make(chan struct{})
 			go func() { // the clock: 0-2ms steps, as fast as it can
 				rng := rand.New(rand.NewPCG(1, 2))
@@ -546,43 +584,9 @@ func testConcurrentReservations(t *testing.T, b Bounded) {
 					}
 				}
 			}()
-			for g := range goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(g), 7))
-					var mine []keyrate.Reservation
-					for range ops {
-						cost := 1 + rng.IntN(limit.Burst)
-						r, err := l.Reserve("k", cost, time.Duration(rng.IntN(50))*time.Millisecond)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if r.OK() {
-							mine = append(mine, r)
-						}
-						if len(mine) > 0 && rng.IntN(3) == 0 {
-							if last := mine[len(mine)-1]; last.Cancel() {
-								mine = mine[:len(mine)-1]
-							}
-						}
-					}
-					mu.Lock()
-					for _, r := range mine {
-						kept = append(kept, held{r.At(), r.Cost()})
-					}
-					mu.Unlock()
-				}()
-			}
-			wg.Wait()
+			kept := ReserveAndCancel(t, []keyrate.WaitLimiter{l}, limit, goroutines, ops, 7)
 			close(stop)
-			at := make([]time.Duration, len(kept))
-			cost := make([]int, len(kept))
-			for i, h := range kept {
-				at[i], cost[i] = h.at, h.cost
-			}
-			checkBound(t, limit, at, cost)
+			CheckBound(t, limit, kept)
 		})
 	}
 }
