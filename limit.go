@@ -5,23 +5,30 @@ import (
 	"time"
 )
 
-// Limit is a token-bucket limit: Rate tokens are added every Per, up to a
-// capacity of Burst tokens. A request of cost c is allowed when the bucket
-// holds at least c tokens, and spends them.
+// Limit is a token-bucket limit by default: Rate tokens are added every
+// Per, up to a capacity of Burst tokens. A request of cost c is allowed
+// when the bucket holds at least c tokens, and spends them.
 //
 // Over any interval of length T a key is allowed at most
 // Burst + Rate·T/Per tokens in total.
 //
+// With Algorithm set to a window algorithm (see Algorithm and Using), the
+// limit is Rate per window of length Per instead, and Burst equals Rate.
+//
 // The zero Limit is invalid; build one with PerSecond, PerMinute, PerHour or
-// Every, optionally followed by WithBurst.
+// Every, optionally followed by WithBurst or Using.
 type Limit struct {
 	// Rate is the number of tokens added every Per. At least 1.
 	Rate int
 	// Per is the period over which Rate tokens are added. At least 1ns.
 	Per time.Duration
 	// Burst is the bucket's capacity: the most tokens a key can spend at
-	// once after being idle. At least 1.
+	// once after being idle. At least 1. A window algorithm's Burst must
+	// equal Rate.
 	Burst int
+	// Algorithm is how requests are counted. The zero value is
+	// TokenBucket.
+	Algorithm Algorithm
 }
 
 // PerSecond returns a limit of n tokens per second with a burst of n.
@@ -51,7 +58,9 @@ func (l Limit) Validate() error {
 
 // FillTime returns how long an empty bucket takes to fill: Burst·Per/Rate,
 // rounded up to a whole nanosecond. A key idle that long is back to a full
-// bucket.
+// bucket. Under a window algorithm it is how long a key idle from the
+// start of a window takes to have no requests counted: Per for
+// FixedWindow, 2·Per for SlidingWindow.
 func (l Limit) FillTime() time.Duration {
 	p, err := compile(l)
 	if err != nil {
@@ -60,7 +69,14 @@ func (l Limit) FillTime() time.Duration {
 	return p.duration(p.fill)
 }
 
-// String returns the limit in the form "3 per 1m0s, burst 3".
+// String returns the limit in the form "3 per 1m0s, burst 3", or for a
+// window algorithm "3 per 1m0s, fixed-window".
 func (l Limit) String() string {
+	if l.Algorithm != TokenBucket {
+		if l.Burst != l.Rate {
+			return fmt.Sprintf("%d per %v, %v, burst %d", l.Rate, l.Per, l.Algorithm, l.Burst)
+		}
+		return fmt.Sprintf("%d per %v, %v", l.Rate, l.Per, l.Algorithm)
+	}
 	return fmt.Sprintf("%d per %v, burst %d", l.Rate, l.Per, l.Burst)
 }

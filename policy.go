@@ -96,5 +96,6 @@ func compilePolicy(p Policy) (*Rules, error) {
 		rs.rules[i] = r
 		rs.minBurst = min(rs.minBurst, l.Burst)
 	}
+	rs.oneBucket = len(rs.rules) == 1 && rs.rules[0].alg == TokenBucket
 	return rs, nil
 }

@@ -35,6 +35,16 @@ func (p *Rule) WaitTicks(wait time.Duration) uint64 {
 // true, or s and false. With a wait of 0 it is exactly Take. It is pure, and never moves a state
 // backwards. cost must satisfy CheckCost.
 func (p *Rule) Reserve(s State, now uint64, cost int, wait uint64) (State, bool) {
+	if p.alg != TokenBucket {
+		return p.wReserve(s, now, cost, wait)
+	}
+	return p.ReserveBucket(s, now, cost, wait)
+}
+
+// ReserveBucket is Reserve for a token-bucket rule, small enough to be
+// inlined: the hot path of a store, for a policy whose OneBucket reports
+// true. On a rule of another algorithm its result is meaningless.
+func (p *Rule) ReserveBucket(s State, now uint64, cost int, wait uint64) (State, bool) {
 	next := max(uint64(s), now) + uint64(cost)*p.interval
 	if next-now > p.fill+wait || next > maxTicks+p.fill {
 		// Past the wait, or a slot past the clock range, where time
@@ -50,6 +60,9 @@ func (p *Rule) Reserve(s State, now uint64, cost int, wait uint64) (State, bool)
 // would have needed, given the unchanged state s and the cost: see
 // SlotFor.
 func (p *Rule) Slot(s State, now uint64) uint64 {
+	if p.alg != TokenBucket {
+		return p.wSlot(s, now)
+	}
 	if uint64(s) > now+p.fill {
 		return uint64(s) - p.fill
 	}
@@ -60,13 +73,22 @@ func (p *Rule) Slot(s State, now uint64) uint64 {
 // tick now, whatever the wait: the tick to compare with a maximum wait
 // when Reserve denies it.
 func (p *Rule) SlotFor(s State, now uint64, cost int) uint64 {
+	if p.alg != TokenBucket {
+		slot, _, _, _ := p.earliest(s, now, uint64(cost))
+		return slot
+	}
 	return p.Slot(State(max(uint64(s), now)+uint64(cost)*p.interval), now)
 }
 
 // pending reports whether the bucket in state s owes more than Burst at
 // tick now: a reservation's slot lies ahead (or a change to a smaller limit
 // left the key in debt).
-func (p *Rule) pending(s State, now uint64) bool { return uint64(s) > now+p.fill }
+func (p *Rule) pending(s State, now uint64) bool {
+	if p.alg != TokenBucket {
+		return p.wPending(s, now)
+	}
+	return uint64(s) > now+p.fill
+}
 
 // Reserve is Take for a request that may wait: it finds the earliest clock
 // reading at or after t, its slot, at which every window holds cost
@@ -84,11 +106,11 @@ func (rs *Rules) Reserve(s []State, t time.Duration, cost int, wait time.Duratio
 		now := r.Ticks(t)
 		next, ok := r.Reserve(s[0], now, cost, r.WaitTicks(wait))
 		if !ok {
-			return r.Reading(State(r.SlotFor(s[0], now, cost))), 0
+			return r.reading(r.SlotFor(s[0], now, cost)), 0
 		}
 		s[0] = next
 		if at := r.Slot(next, now); at > now {
-			return r.Reading(State(at)), -1
+			return r.reading(at), -1
 		}
 		return t, -1
 	}
@@ -102,7 +124,7 @@ func (rs *Rules) Reserve(s []State, t time.Duration, cost int, wait time.Duratio
 	slot, late := tc, -1
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		if at := r.Reading(State(r.SlotFor(s[i], r.Ticks(tc), cost))); at > slot {
+		if at := r.reading(r.SlotFor(s[i], r.Ticks(tc), cost)); at > slot {
 			slot, late = at, i
 		}
 	}
@@ -132,7 +154,7 @@ func (rs *Rules) slotFor(s []State, t time.Duration, cost int) time.Duration {
 	slot := t
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		slot = max(slot, r.Reading(State(r.SlotFor(s[i], r.Ticks(t), cost))))
+		slot = max(slot, r.reading(r.SlotFor(s[i], r.Ticks(t), cost)))
 	}
 	return slot
 }
@@ -195,9 +217,15 @@ func (rs *Rules) Cancel(s []State, end State, t, slot time.Duration, cost int) b
 	if len(rs.rules) == 0 || cost < 1 || cost > rs.minBurst || rs.End(s) != end || t >= slot || !rs.pending(s, t) {
 		return false // a cost no reservation under rs can have, too
 	}
+	var next [MaxLimits]State
 	for i := range rs.rules {
-		s[i] -= State(uint64(cost) * rs.rules[i].interval)
+		n, ok := rs.rules[i].cancel(s[i], cost)
+		if !ok {
+			return false
+		}
+		next[i] = n
 	}
+	copy(s, next[:len(rs.rules)])
 	return true
 }
 
@@ -223,7 +251,7 @@ func (rs *Rules) Slot(s []State, t time.Duration) time.Duration {
 		r := &rs.rules[i]
 		now := r.Ticks(t)
 		if at := r.Slot(s[i], now); at > now {
-			slot = max(slot, r.Reading(State(at)))
+			slot = max(slot, r.reading(at))
 		}
 	}
 	return slot
@@ -259,7 +287,7 @@ func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, 
 		slot := t
 		r := &rs.rules[0]
 		if now := r.Ticks(t); r.pending(s[0], now) {
-			slot = r.Reading(s[0] - State(r.fill))
+			slot = r.reading(r.Slot(s[0], now))
 		}
 		return Reservation{lim: lim, key: key, rules: rs, end: s[0], t: t, slot: slot, wait: wait, cost: cost, ok: true}
 	}
@@ -269,3 +297,16 @@ func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, 
 // Waits reports whether a reservation that left the bucket in state s at
 // tick now must wait for its slot: whether its slot is after now.
 func (p *Rule) Waits(s State, now uint64) bool { return p.pending(s, now) }
+
+// cancel returns state s with a reservation of cost taken back off it, or
+// false if no reservation of cost can have left s.
+func (p *Rule) cancel(s State, cost int) (State, bool) {
+	if p.alg != TokenBucket {
+		return p.wCancel(s, cost)
+	}
+	back := uint64(cost) * p.interval
+	if uint64(s) < back {
+		return s, false
+	}
+	return s - State(back), true
+}

@@ -36,6 +36,7 @@ type State uint64
 // A Rule is immutable after NewRule and safe for concurrent use.
 type Rule struct {
 	limit    Limit
+	alg      Algorithm
 	policy   string // the name of the policy the rule is a window of
 	window   int    // the rule's index in that policy's Limits
 	scale    uint64 // ticks per nanosecond
@@ -45,6 +46,11 @@ type Rule struct {
 	clock    clock.Clock
 	epoch    time.Duration
 	maxNanos time.Duration // clock readings past epoch+maxNanos saturate
+	// A window rule's window (W ticks), limit (N) and count bits: see
+	// window.go.
+	win uint64
+	n   uint64
+	cb  uint8
 }
 
 // NewRule compiles l for clock c (clock.System() if c is nil). The
@@ -68,6 +74,10 @@ func NewRule(l Limit, c clock.Clock) (Rule, error) {
 // compile validates l and works out its tick unit. It reads no clock.
 func compile(l Limit) (Rule, error) {
 	switch {
+	case l.Algorithm >= numAlgorithms:
+		return Rule{}, fmt.Errorf("%w: %v is not one of token-bucket, fixed-window, sliding-window", ErrInvalidLimit, l.Algorithm)
+	case l.Algorithm != TokenBucket:
+		return compileWindow(l)
 	case l.Rate < 1:
 		return Rule{}, fmt.Errorf("%w: Rate %d is below 1", ErrInvalidLimit, l.Rate)
 	case l.Per < 1:
@@ -155,13 +165,37 @@ func (p *Rule) Ticks(t time.Duration) uint64 {
 	return uint64(d) * p.scale
 }
 
+// Algorithm returns the rule's algorithm.
+func (p *Rule) Algorithm() Algorithm { return p.alg }
+
 // Reading returns the earliest reading of the rule's clock at which the
 // bucket in state s is full, rounded up to a whole nanosecond (and
-// saturating at the longest time.Duration): the inverse of Ticks. A store
-// keeps its floor (the latest instant any evicted bucket was full at) as a
-// reading, so that rules of different scales can share it.
+// saturating at the longest time.Duration). A store keeps its floor (the
+// latest instant any evicted bucket was full at) as a reading, so that
+// rules of different scales can share it.
 func (p *Rule) Reading(s State) time.Duration {
-	ns := (uint64(s) + p.scale - 1) / p.scale
+	if p.alg != TokenBucket {
+		return p.reading(p.wFullAt(s))
+	}
+	return p.reading(uint64(s))
+}
+
+// FullState returns the state of a full bucket (a new key) at tick now:
+// one from which a reading of now or later spends as from the zero State,
+// and an earlier reading gets no more. Stores start a key that may have
+// been evicted at the floor's FullState (see sweep.Floor).
+func (p *Rule) FullState(now uint64) State {
+	if p.alg != TokenBucket {
+		return p.pack(now/p.win, 0, 0)
+	}
+	return State(now)
+}
+
+// reading converts a tick to the earliest reading of the rule's clock at
+// or after it, rounded up to a whole nanosecond (and saturating at the
+// longest time.Duration): the inverse of Ticks.
+func (p *Rule) reading(ticks uint64) time.Duration {
+	ns := (ticks + p.scale - 1) / p.scale
 	if ns > uint64(math.MaxInt64-max(p.epoch, 0)) {
 		return math.MaxInt64
 	}
@@ -188,6 +222,9 @@ func (p *Rule) CheckCost(cost int) error {
 // The new state never precedes s, so a stale reading of now (taken before
 // another goroutine's update) can only find fewer tokens, never more.
 func (p *Rule) Take(s State, now uint64, cost int) (State, bool) {
+	if p.alg != TokenBucket {
+		return p.wTake(s, now, cost)
+	}
 	next := max(uint64(s), now) + uint64(cost)*p.interval
 	if next-now > p.fill {
 		return s, false
@@ -211,6 +248,9 @@ func (p *Rule) Take(s State, now uint64, cost int) (State, bool) {
 // to a smaller limit (Carry), and giving any back would let a new request
 // share a reserved slot.
 func (p *Rule) Refund(s State, now uint64, cost int) State {
+	if p.alg != TokenBucket {
+		return p.wRefund(s, now, cost)
+	}
 	if p.pending(s, now) {
 		return s
 	}
@@ -226,7 +266,15 @@ func (p *Rule) Refund(s State, now uint64, cost int) State {
 // and not yet refilled), as a fraction num/den: num is the debt in ticks
 // and den the ticks per token. Carry uses it to carry a bucket's state
 // over to another rule.
-func (p *Rule) Debt(s State, now uint64) (num, den uint64) { return p.debt(s, now), p.interval }
+//
+// A window rule's debt is the cost that could not be spent at now, whole:
+// N minus Remaining.
+func (p *Rule) Debt(s State, now uint64) (num, den uint64) {
+	if p.alg != TokenBucket {
+		return p.n - uint64(p.wRemaining(s, now)), 1
+	}
+	return p.debt(s, now), p.interval
+}
 
 // Carry returns the state, under p at tick now, of a bucket that lacks
 // num/den tokens (from Debt under another rule): the rule by which a key
@@ -238,7 +286,12 @@ func (p *Rule) Debt(s State, now uint64) (num, den uint64) { return p.debt(s, no
 // other, so eviction and carrying agree, and no sequence of changes hands
 // a key tokens it had not refilled: a change never mints tokens. The debt
 // is capped at 2^62 ticks, so that the state stays within its bounds.
+//
+// A window rule counts the debt, capped at N, in now's window.
 func (p *Rule) Carry(num, den uint64, now uint64) State {
+	if p.alg != TokenBucket {
+		return p.wCarry(num, den, now)
+	}
 	if num == 0 {
 		return State(now)
 	}
@@ -257,20 +310,36 @@ func (p *Rule) Carry(num, den uint64, now uint64) State {
 // clamped to [0, Burst]. It is the inverse of Tokens.
 func (p *Rule) Encode(tokens int, now uint64) State {
 	tokens = min(max(tokens, 0), p.limit.Burst)
+	if p.alg != TokenBucket {
+		return p.pack(now/p.win, 0, uint64(p.limit.Burst-tokens))
+	}
 	return State(now + uint64(p.limit.Burst-tokens)*p.interval)
 }
 
 // Tokens returns the whole tokens in the bucket in state s at tick now.
-func (p *Rule) Tokens(s State, now uint64) int { return p.remaining(p.debt(s, now)) }
+func (p *Rule) Tokens(s State, now uint64) int {
+	if p.alg != TokenBucket {
+		return p.wRemaining(s, now)
+	}
+	return p.remaining(p.debt(s, now))
+}
 
 // Full reports whether the bucket in state s is full at tick now: it is
 // then indistinguishable from a new bucket.
-func (p *Rule) Full(s State, now uint64) bool { return uint64(s) <= now }
+func (p *Rule) Full(s State, now uint64) bool {
+	if p.alg != TokenBucket {
+		return p.wFullAt(s) <= now
+	}
+	return uint64(s) <= now
+}
 
 // Decide builds the Decision for a request of cost at tick now, given the
 // bucket's state s after it (the new state when allowed, the unchanged one
 // when denied).
 func (p *Rule) Decide(s State, now uint64, cost int, allowed bool) Decision {
+	if p.alg != TokenBucket {
+		return p.wDecide(s, now, cost, allowed)
+	}
 	debt := p.debt(s, now)
 	reset := p.duration(debt)
 	d := Decision{
@@ -291,6 +360,10 @@ func (p *Rule) Decide(s State, now uint64, cost int, allowed bool) Decision {
 // Peek reports what a cost-1 request would get from state s at tick now,
 // spending nothing.
 func (p *Rule) Peek(s State, now uint64) Decision {
+	if p.alg != TokenBucket {
+		_, ok := p.wTake(s, now, 1)
+		return p.wDecide(s, now, 1, ok)
+	}
 	debt := p.debt(s, now)
 	reset := p.duration(debt)
 	d := Decision{
@@ -306,6 +379,57 @@ func (p *Rule) Peek(s State, now uint64) Decision {
 		d.RetryAfter = p.duration(debt + p.interval - p.fill)
 	}
 	return d
+}
+
+// remainingAt returns the cost a request could spend from state s at tick
+// now.
+func (p *Rule) remainingAt(s State, now uint64) int { return p.Tokens(s, now) }
+
+// resetAt returns the time from tick now until state s is full.
+func (p *Rule) resetAt(s State, now uint64) time.Duration {
+	if p.alg != TokenBucket {
+		return p.duration(sub0(p.wFullAt(s), now))
+	}
+	return p.duration(p.debt(s, now))
+}
+
+// retryAt returns the time from tick now until a request of cost is
+// allowed from state s if nothing else spends: 0 if it is now.
+func (p *Rule) retryAt(s State, now uint64, cost int) time.Duration {
+	if p.alg != TokenBucket {
+		slot, _, _, _ := p.earliest(s, now, uint64(cost))
+		return p.duration(sub0(slot, now))
+	}
+	if need := p.debt(s, now) + uint64(cost)*p.interval; need > p.fill {
+		return p.duration(need - p.fill)
+	}
+	return 0
+}
+
+// wDecide is Decide for a window rule.
+func (p *Rule) wDecide(s State, now uint64, cost int, allowed bool) Decision {
+	reset := p.resetAt(s, now)
+	d := Decision{
+		Allowed:          allowed,
+		Policy:           p.policy,
+		Window:           p.window,
+		Limit:            p.limit,
+		Remaining:        p.wRemaining(s, now),
+		ResetAfter:       reset,
+		WindowResetAfter: reset,
+	}
+	if !allowed {
+		d.RetryAfter = p.retryAt(s, now, cost)
+	}
+	return d
+}
+
+// sub0 returns a − b, or 0 if b ≥ a.
+func sub0(a, b uint64) uint64 {
+	if a <= b {
+		return 0
+	}
+	return a - b
 }
 
 // debt returns the ticks until the bucket in state s is full: 0 if it is.

@@ -60,10 +60,12 @@ func TestLimitConstructors(t *testing.T) {
 		want Limit
 		str  string
 	}{
-		{PerSecond(5), Limit{5, time.Second, 5}, "5 per 1s, burst 5"},
-		{PerMinute(3), Limit{3, time.Minute, 3}, "3 per 1m0s, burst 3"},
-		{PerHour(100).WithBurst(10), Limit{100, time.Hour, 10}, "100 per 1h0m0s, burst 10"},
-		{Every(250 * time.Millisecond), Limit{1, 250 * time.Millisecond, 1}, "1 per 250ms, burst 1"},
+		{PerSecond(5), Limit{5, time.Second, 5, TokenBucket}, "5 per 1s, burst 5"},
+		{PerMinute(3), Limit{3, time.Minute, 3, TokenBucket}, "3 per 1m0s, burst 3"},
+		{PerHour(100).WithBurst(10), Limit{100, time.Hour, 10, TokenBucket}, "100 per 1h0m0s, burst 10"},
+		{Every(250 * time.Millisecond), Limit{1, 250 * time.Millisecond, 1, TokenBucket}, "1 per 250ms, burst 1"},
+		{PerHour(100).WithBurst(10).Using(FixedWindow), Limit{100, time.Hour, 100, FixedWindow}, "100 per 1h0m0s, fixed-window"},
+		{PerMinute(7).Using(SlidingWindow), Limit{7, time.Minute, 7, SlidingWindow}, "7 per 1m0s, sliding-window"},
 	} {
 		if c.got != c.want || c.got.String() != c.str {
 			t.Errorf("got %+v %q, want %+v %q", c.got, c.got.String(), c.want, c.str)

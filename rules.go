@@ -18,9 +18,10 @@ import (
 // were written under and can tell when its policy changed. A Rules is
 // immutable and safe for concurrent use.
 type Rules struct {
-	policy   Policy
-	rules    []Rule
-	minBurst int
+	policy    Policy
+	rules     []Rule
+	minBurst  int
+	oneBucket bool
 }
 
 // NewRules compiles p for clock c (clock.System() if nil), with the
@@ -62,6 +63,11 @@ func (rs *Rules) Unlimited() bool { return rs.policy.Unlimited }
 // Len returns the number of windows: the length of the state slices the
 // other methods take.
 func (rs *Rules) Len() int { return len(rs.rules) }
+
+// OneBucket reports whether the policy is one token-bucket window: the
+// case a store may decide with Rule(0).ReserveBucket, the inlined
+// single-limit arithmetic, on its hot path.
+func (rs *Rules) OneBucket() bool { return rs.oneBucket }
 
 // Rule returns window i's rule. Stores call it for a one-window policy's
 // fast path, which is exactly the single-limit arithmetic.
@@ -197,11 +203,11 @@ func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) Decisi
 	d := Decision{Allowed: denied < 0, Policy: rs.policy.Name, Window: -1}
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		debt := r.debt(s[i], r.Ticks(t))
-		rem, reset := r.remaining(debt), r.duration(debt)
+		now := r.Ticks(t)
+		rem, reset := r.remainingAt(s[i], now), r.resetAt(s[i], now)
 		d.ResetAfter = max(d.ResetAfter, reset)
-		if need := debt + uint64(cost)*r.interval; !d.Allowed && need > r.fill {
-			d.RetryAfter = max(d.RetryAfter, r.duration(need-r.fill))
+		if !d.Allowed {
+			d.RetryAfter = max(d.RetryAfter, r.retryAt(s[i], now, cost))
 		}
 		if i == denied || (denied < 0 && (d.Window < 0 || rem < d.Remaining)) {
 			d.Window, d.WindowResetAfter = i, reset
@@ -223,7 +229,7 @@ func (rs *Rules) Peek(s []State, t time.Duration) Decision {
 	denied := -1
 	for i := range rs.rules {
 		r := &rs.rules[i]
-		if r.debt(s[i], r.Ticks(t))+r.interval > r.fill {
+		if _, ok := r.Take(s[i], r.Ticks(t), 1); !ok {
 			denied = i
 			break
 		}

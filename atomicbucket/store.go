@@ -217,7 +217,7 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (keyra
 		if old >= sweep.Fresh {
 			return sweep.Fresh, false
 		}
-		next, ok := r.Reserve(old, now, cost, wait)
+		next, ok := r.ReserveBucket(old, now, cost, wait)
 		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, ok
 		}
@@ -392,7 +392,7 @@ func (s *Store) Allow(key string) bool {
 			return false
 		}
 	}
-	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+	if s.strs != nil && rs.OneBucket() { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
 			if state, ok := spend(r, b, r.Now(), 1, 0); state != sweep.Fresh {
@@ -432,7 +432,7 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
-	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
+	if s.strs != nil && rs.OneBucket() { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
 			now := r.Now()
@@ -473,7 +473,7 @@ type front Store
 // ReserveOne is the known-key fast path. See sweep.Reserver.
 func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
-	if s.strs == nil || rs.Len() != 1 {
+	if s.strs == nil || !rs.OneBucket() {
 		return 0, 0, false, false
 	}
 	b, found := s.strs.Load(key)

@@ -72,9 +72,9 @@ func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.D
 	if !found {
 		return sp.insert(s, key, rs, now, cost, wait) // unlocks
 	}
-	if e.Rules == rs && rs.Len() == 1 { // the hot path
+	if e.Rules == rs && rs.OneBucket() { // the hot path
 		r := rs.Rule(0)
-		next, ok := r.Reserve(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
+		next, ok := r.ReserveBucket(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
 		if ok {
 			e.First = next
 			sp.m[key] = e
@@ -107,7 +107,7 @@ func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyr
 		sp.mu.Unlock()
 		return 0, false, false
 	}
-	next, ok := r.Reserve(e.First, now, cost, wait)
+	next, ok := r.ReserveBucket(e.First, now, cost, wait)
 	if ok {
 		e.First = next
 		sp.m[key] = e

@@ -350,7 +350,8 @@ func (f *Floor) Start(rs *keyrate.Rules, t time.Duration, s []keyrate.State) tim
 		t = max(t, rs.Now())
 	}
 	for i := range rs.Len() {
-		s[i] = keyrate.State(rs.Rule(i).Ticks(fl))
+		r := rs.Rule(i)
+		s[i] = r.FullState(r.Ticks(fl))
 	}
 	return t
 }

@@ -1,0 +1,278 @@
+package keyrate
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// This file is the arithmetic of the window algorithms (FixedWindow and
+// SlidingWindow) over the packed State. With b = bits.Len(N), the count
+// bits of the rule, a state packs, from the high bits down,
+//
+//	fixed window:    idx | q          (idx: the window, q: its count)
+//	sliding window:  idx | p | q      (p: the count of window idx−1)
+//
+// each count in b bits, the window index in the 63 − b (or 63 − 2b) bits
+// above them, so that a state stays below 2^63 like a token bucket's.
+// The zero State is window 0 with nothing counted: a new key at every
+// tick. A state never moves backwards (the window index only grows, and
+// within a window the counts only grow) but for a refund or a cancel.
+//
+// A request read at tick t belongs to window ⌊t/W⌋. A state whose window
+// lies after that (a reservation counted a later window, or t is a stale
+// reading taken before another goroutine moved the state on) admits
+// nothing at t: a stale reading never spends from a window it is not in.
+//
+// The clock range of a window rule is where the window index still fits,
+// less two windows for reservations; compile refuses a limit whose range
+// is below ten years (minRange): the counts of N and the index of a short
+// window share 63 bits.
+
+// minRange is the least clock range of a window rule, the clock range of
+// a token bucket at MaxScale ticks per nanosecond: over ten years.
+const minRange = maxTicks / MaxScale
+
+// maxWindow bounds a window rule's Per, so that two windows past the
+// clock range stay below 2^63 ticks.
+const maxWindow = maxTicks / 4
+
+// compileWindow validates l, a limit of a window algorithm, and works out
+// its packing. Ticks are nanoseconds.
+func compileWindow(l Limit) (Rule, error) {
+	switch {
+	case l.Rate < 1:
+		return Rule{}, fmt.Errorf("%w: Rate %d is below 1", ErrInvalidLimit, l.Rate)
+	case l.Per < 1:
+		return Rule{}, fmt.Errorf("%w: Per %v is below 1ns", ErrInvalidLimit, l.Per)
+	case l.Per > maxWindow:
+		return Rule{}, fmt.Errorf("%w: Per %v is above the longest %v window of %v", ErrInvalidLimit, l.Per, l.Algorithm, time.Duration(maxWindow))
+	case l.Burst != l.Rate:
+		return Rule{}, fmt.Errorf("%w: Burst %d differs from Rate %d, as a %v limit's cannot (build it with Limit.Using)", ErrInvalidLimit, l.Burst, l.Rate, l.Algorithm)
+	}
+	n, w := uint64(l.Rate), uint64(l.Per)
+	fields := func(b int) int {
+		if l.Algorithm == SlidingWindow {
+			return 2 * b
+		}
+		return b
+	}
+	span := func(b int) uint64 { // the clock range with b count bits
+		if fields(b) > 60 {
+			return 0
+		}
+		idx := uint64(1)<<(63-fields(b)) - 3 // the last window a reading counts in
+		hi, lo := bits.Mul64(idx, w)
+		if hi != 0 || lo > maxTicks {
+			return maxTicks
+		}
+		return lo
+	}
+	b := bits.Len64(n)
+	if span(b) < minRange {
+		most := 0
+		for k := b - 1; k > 0; k-- {
+			if span(k) >= minRange {
+				most = 1<<k - 1
+				break
+			}
+		}
+		if most == 0 {
+			return Rule{}, fmt.Errorf("%w: Per %v is too short a %v window to count in over ten years", ErrInvalidLimit, l.Per, l.Algorithm)
+		}
+		return Rule{}, fmt.Errorf("%w: Rate %d is too many for a %v window of %v: the state counts at most %d in a window that short (over ten years)", ErrInvalidLimit, l.Rate, l.Algorithm, l.Per, most)
+	}
+	p := Rule{limit: l, alg: l.Algorithm, scale: 1, exact: true, win: w, n: n, cb: uint8(b)}
+	p.fill = w // the ticks from an empty window's start to a full bucket
+	if l.Algorithm == SlidingWindow {
+		p.fill = 2 * w
+	}
+	p.interval = 1
+	p.maxNanos = time.Duration(span(b))
+	return p, nil
+}
+
+// unpack returns the window index and counts of state s.
+func (p *Rule) unpack(s State) (idx, prev, cur uint64) {
+	mask := uint64(1)<<p.cb - 1
+	if p.alg == FixedWindow {
+		return uint64(s) >> p.cb, 0, uint64(s) & mask
+	}
+	return uint64(s) >> (2 * p.cb), uint64(s) >> p.cb & mask, uint64(s) & mask
+}
+
+// pack is the inverse of unpack.
+func (p *Rule) pack(idx, prev, cur uint64) State {
+	if p.alg == FixedWindow {
+		return State(idx<<p.cb | cur)
+	}
+	return State(idx<<(2*p.cb) | prev<<p.cb | cur)
+}
+
+// view returns state s as seen at tick now: the window it counts in, base
+// (the later of now's window and the state's), the offset e of now into
+// it (0 if the state's window lies ahead of now: ahead), and the counts
+// of the windows before and at base.
+func (p *Rule) view(s State, now uint64) (base, e, prev, cur uint64, ahead bool) {
+	idx, pv, cu := p.unpack(s)
+	iw := now / p.win
+	switch {
+	case iw < idx:
+		return idx, 0, pv, cu, true
+	case iw == idx:
+		return idx, now - iw*p.win, pv, cu, false
+	case iw == idx+1 && p.alg == SlidingWindow:
+		return iw, now - iw*p.win, cu, 0, false
+	}
+	return iw, now - iw*p.win, 0, 0, false
+}
+
+// fitsAt returns the least offset e' ≥ e into a window with counts prev
+// and cur at which cost more is allowed, or W if none is in the window:
+// for the sliding window, prev·(W − e') ≤ (N − cur − cost)·W.
+func (p *Rule) fitsAt(e, prev, cur, cost uint64) uint64 {
+	if cur+cost > p.n {
+		return p.win
+	}
+	if prev == 0 || p.alg == FixedWindow {
+		return e
+	}
+	hi, lo := bits.Mul64(p.n-cur-cost, p.win)
+	if hi >= prev { // the quotient is at least 2^64, past any W
+		return e
+	}
+	q, _ := bits.Div64(hi, lo, prev) // W − e' ≤ ⌊(N−cur−cost)·W/prev⌋
+	if q >= p.win {
+		return e
+	}
+	return max(e, p.win-q)
+}
+
+// earliest returns the earliest tick at or after now at which cost is
+// allowed from state s if nothing else spends, and the window and counts
+// it would then count in. It is at most two windows after now's (or the
+// state's) window, as cost ≤ N.
+func (p *Rule) earliest(s State, now, cost uint64) (slot, base, prev, cur uint64) {
+	base, e, prev, cur, _ := p.view(s, now)
+	for {
+		if at := p.fitsAt(e, prev, cur, cost); at < p.win {
+			return base*p.win + at, base, prev, cur
+		}
+		base, e = base+1, 0
+		if p.alg == FixedWindow {
+			prev, cur = 0, 0
+		} else {
+			prev, cur = cur, 0
+		}
+	}
+}
+
+// wTake is Take for a window rule.
+func (p *Rule) wTake(s State, now uint64, cost int) (State, bool) {
+	base, e, prev, cur, ahead := p.view(s, now)
+	if ahead || p.fitsAt(e, prev, cur, uint64(cost)) != e {
+		return s, false
+	}
+	return p.pack(base, prev, cur+uint64(cost)), true
+}
+
+// wReserve is Reserve for a window rule: the request counts in the window
+// of its slot, the earliest tick it is allowed at.
+func (p *Rule) wReserve(s State, now uint64, cost int, wait uint64) (State, bool) {
+	slot, base, prev, cur := p.earliest(s, now, uint64(cost))
+	if slot-now > wait || slot > uint64(p.maxNanos) {
+		return s, false
+	}
+	return p.pack(base, prev, cur+uint64(cost)), true
+}
+
+// wFullAt returns the tick from which state s is full: the end of the
+// last window it counts anything in (the sliding window's counts weigh
+// on the next window too), or the start of its window if it counts
+// nothing (before it, a reading is stale).
+func (p *Rule) wFullAt(s State) uint64 {
+	idx, prev, cur := p.unpack(s)
+	switch {
+	case cur > 0 && p.alg == SlidingWindow:
+		return (idx + 2) * p.win
+	case cur > 0 || prev > 0:
+		return (idx + 1) * p.win
+	}
+	return idx * p.win
+}
+
+// wRemaining returns the cost a request could spend from s at tick now.
+func (p *Rule) wRemaining(s State, now uint64) int {
+	_, e, prev, cur, ahead := p.view(s, now)
+	if ahead || cur >= p.n {
+		return 0
+	}
+	k := p.n - cur
+	if prev > 0 && p.alg == SlidingWindow {
+		// the least k with prev·(W−e) ≤ (N−cur−k)·W: prev·(W−e)/W, rounded up
+		hi, lo := bits.Mul64(prev, p.win-e)
+		q, r := bits.Div64(hi, lo, p.win) // hi < W, as prev < 2^64
+		if r != 0 {
+			q++
+		}
+		if q >= k {
+			return 0
+		}
+		k -= q
+	}
+	return int(k)
+}
+
+// wRefund is Refund for a window rule: the cost comes off the current
+// window's count, and for the sliding window what is left of it off the
+// previous window's, so that a spend and a refund leave the key as it was.
+func (p *Rule) wRefund(s State, now uint64, cost int) State {
+	base, e, prev, cur, ahead := p.view(s, now)
+	if ahead || p.fitsAt(e, prev, cur, 0) != e { // a reservation's slot lies ahead
+		return s
+	}
+	c := uint64(cost)
+	back := min(c, cur)
+	cur -= back
+	if p.alg == SlidingWindow {
+		prev -= min(c-back, prev)
+	}
+	return p.pack(base, prev, cur)
+}
+
+// wPending reports whether state s is committed past tick now: a
+// reservation's slot lies ahead.
+func (p *Rule) wPending(s State, now uint64) bool {
+	_, e, prev, cur, ahead := p.view(s, now)
+	if ahead {
+		return prev > 0 || cur > 0
+	}
+	return p.fitsAt(e, prev, cur, 0) != e
+}
+
+// wSlot is Slot for a window rule: the earliest tick at which state s's
+// counts fit, at which the reservation that left it holds its cost.
+func (p *Rule) wSlot(s State, now uint64) uint64 {
+	slot, _, _, _ := p.earliest(s, now, 0)
+	return slot
+}
+
+// wCancel takes cost back off state s's current count, as before the
+// reservation that left it, or reports false if s cannot be such a state.
+func (p *Rule) wCancel(s State, cost int) (State, bool) {
+	idx, prev, cur := p.unpack(s)
+	if cur < uint64(cost) {
+		return s, false
+	}
+	return p.pack(idx, prev, cur-uint64(cost)), true
+}
+
+// wCarry returns the state at tick now of a key that lacks num/den tokens
+// (Debt), rounded up and capped at N, counted in now's window.
+func (p *Rule) wCarry(num, den, now uint64) State {
+	d := num / den
+	if num%den != 0 {
+		d++
+	}
+	return p.pack(now/p.win, 0, min(d, p.n))
+}
