@@ -24,6 +24,8 @@ func TestPolicies(t *testing.T) { conformance.RunPolicies(t, bounded) }
 
 func TestWait(t *testing.T) { conformance.RunWait(t, bounded) }
 
+func TestAlgorithms(t *testing.T) { conformance.RunAlgorithms(t, bounded) }
+
 // BenchmarkSweep: Allow latency on a 1M-key store with and without a
 // concurrent sweep. See conformance.BenchSweep.
 func BenchmarkSweep(b *testing.B) { conformance.BenchSweep(b, bounded) }
