@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +29,7 @@ func init() {
 }
 
 // replayHelp is the text of "keyrate replay -h", before the flag list.
-const replayHelp = `usage: keyrate replay [-store mutex|striped|atomic] < input
+const replayHelp = `usage: keyrate replay [-store mutex|striped|atomic] [-algorithm name] < input
 
 Replay reads a request stream on stdin, decides every request with a store
 on a manual clock, and prints "allow" or "deny" for each, one per line.
@@ -47,6 +49,20 @@ separated by spaces or tabs (any ASCII white space); a line holds at most
 1 MiB, not counting its line ending. Blank lines after the last command
 are ignored; anywhere else they are an error. Decisions are exact: they
 equal those of a token bucket counted in rationals.
+
+With -algorithm other than token-bucket, capacity is the limit N and
+window the window's length W, windows are aligned to time 0 of the stream
+(a request at t is in window ⌊t/W⌋), and a denied request counts nowhere:
+
+	fixed-window     allowed iff the requests allowed in t's window are
+	                 fewer than N
+	sliding-window   with p and q the requests allowed in the previous and
+	                 the current window, and e = t mod W: allowed iff
+	                 p·(W − e) + (q + 1)·W ≤ N·W
+
+The largest timestamp is then the end of the last window the state can
+count (see keyrate.Algorithm): over 8·10^12 windows for any capacity up to
+1000. A capacity too large for any window is an error on line 2.
 
 On bad input replay prints one line on stderr naming the input line at
 fault, prints nothing on stdout, and exits with status 2.
@@ -85,12 +101,28 @@ func (f *storeFlag) Set(s string) error {
 	return fmt.Errorf("want %s or %s", strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
+// algorithmFlag is the value of -algorithm.
+type algorithmFlag keyrate.Algorithm
+
+func (f *algorithmFlag) String() string { return keyrate.Algorithm(*f).String() }
+
+func (f *algorithmFlag) Set(s string) error {
+	a, err := keyrate.ParseAlgorithm(s)
+	if err != nil {
+		return errors.New("want token-bucket, fixed-window or sliding-window")
+	}
+	*f = algorithmFlag(a)
+	return nil
+}
+
 // runReplay is the replay subcommand. It returns 0 on success, 1 if reading
 // stdin or writing stdout fails, and 2 for a usage error or bad input.
 func runReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	store := storeFlag(len(replayStores) - 1) // atomic
+	alg := algorithmFlag(keyrate.TokenBucket)
 	fs := flag.NewFlagSet("keyrate replay", flag.ContinueOnError)
 	fs.Var(&store, "store", "the `name` of the store that decides: mutex, striped or atomic")
+	fs.Var(&alg, "algorithm", "the `name` of the algorithm: token-bucket, fixed-window or sliding-window")
 	if err := parseFlags(fs, args, replayHelp, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -104,7 +136,7 @@ func runReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	var out bytes.Buffer
-	if err := replay(stdin, replayStores[store].new, &out); err != nil {
+	if err := replay(stdin, keyrate.Algorithm(alg), replayStores[store].new, &out); err != nil {
 		fmt.Fprintln(stderr, err)
 		var le *lineError
 		if errors.As(err, &le) {
@@ -132,7 +164,7 @@ func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e
 // reads it, holding only the store's buckets and the output. It returns a
 // *lineError for bad input, in which case out holds a partial result that
 // must not be shown, and any other error for a failed read.
-func replay(r io.Reader, newStore func(keyrate.Limit, ...keyrate.Option) (keyrate.Limiter, error), out *bytes.Buffer) error {
+func replay(r io.Reader, alg keyrate.Algorithm, newStore func(keyrate.Limit, ...keyrate.Option) (keyrate.Limiter, error), out *bytes.Buffer) error {
 	in := newLines(r)
 	capacity, err := in.header("capacity", 1, math.MaxInt)
 	if err != nil {
@@ -143,17 +175,23 @@ func replay(r io.Reader, newStore func(keyrate.Limit, ...keyrate.Option) (keyrat
 		return err
 	}
 
-	// One time unit is u ns, u = capacity/gcd(capacity, window), so that a
-	// token takes window·u/capacity = window/gcd ns, a whole number: the
-	// policy then counts in whole nanoseconds and is exact.
+	// One time unit is u ns. For the token bucket u is
+	// capacity/gcd(capacity, window), so that a token takes
+	// window·u/capacity = window/gcd ns, a whole number: the policy then
+	// counts in whole nanoseconds and is exact. The window algorithms are
+	// exact at any unit: u is the least that gives the rule its ten-year
+	// clock range (windowUnit).
 	u := capacity / gcd(capacity, window)
+	if alg.Windowed() {
+		u = windowUnit(alg, capacity, window)
+	}
 	cannot := func(why string) error {
 		return in.errorf("capacity %d with window %d cannot be represented: %s", capacity, window, why)
 	}
 	if window > math.MaxInt64/u {
 		return cannot(fmt.Sprintf("a window of %d units of %dns overflows time.Duration", window, u))
 	}
-	limit := keyrate.Limit{Rate: int(capacity), Per: time.Duration(window * u), Burst: int(capacity)}
+	limit := keyrate.Limit{Rate: int(capacity), Per: time.Duration(window * u), Burst: int(capacity)}.Using(alg)
 	clk := clock.NewManual(0) // the store's epoch is the reading at New: 0
 	policy, err := keyrate.NewRule(limit, clk)
 	if err != nil {
@@ -230,6 +268,29 @@ func commandCount(n int64) string {
 		return "1 command"
 	}
 	return fmt.Sprintf("%d commands", n)
+}
+
+// windowUnit returns the nanoseconds per time unit for a window algorithm:
+// the least that gives a window of window units the ten-year clock range
+// a window rule needs (see keyrate.Algorithm), given the bits the counts
+// of capacity take; 1 if none does.
+func windowUnit(alg keyrate.Algorithm, capacity, window int64) int64 {
+	fields := bits.Len64(uint64(capacity))
+	if alg == keyrate.SlidingWindow {
+		fields *= 2
+	}
+	if fields > 60 {
+		return 1
+	}
+	windows := uint64(1)<<(63-fields) - 3 // the windows the state can count
+	const tenYears = 1 << 62 / keyrate.MaxScale
+	per := new(big.Int).Mul(new(big.Int).SetUint64(windows), big.NewInt(window)) // ns per unit of 1
+	u := new(big.Int).Add(big.NewInt(tenYears), new(big.Int).Sub(per, big.NewInt(1)))
+	u.Quo(u, per)
+	if !u.IsInt64() || u.Int64() < 1 {
+		return 1
+	}
+	return u.Int64()
 }
 
 func gcd(a, b int64) int64 {

@@ -9,7 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/internal/racetest"
 )
 
@@ -248,7 +251,7 @@ func TestReplayFlags(t *testing.T) {
 		{"unknown flag", []string{"-x"}, 2, "", "keyrate replay: flag provided but not defined: -x\n"},
 		{"argument", []string{"input.txt"}, 2, "",
 			`keyrate replay: unexpected argument "input.txt" (the input is read from stdin)` + "\n"},
-		{"help", []string{"-h"}, 0, "usage: keyrate replay [-store mutex|striped|atomic] < input\n", ""},
+		{"help", []string{"-h"}, 0, "usage: keyrate replay [-store mutex|striped|atomic] [-algorithm name] < input\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -458,4 +461,97 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reqs)), "ns/request")
 		})
 	}
+}
+
+// windowReference decides reqs with conformance.WindowModel, one per
+// client, each request of cost 1.
+func windowReference(alg keyrate.Algorithm, capacity, window int64, reqs []request) string {
+	models := map[string]*conformance.WindowModel{}
+	limit := keyrate.Limit{Rate: int(capacity), Per: time.Duration(window)}.Using(alg)
+	var out strings.Builder
+	for _, r := range reqs {
+		m := models[r.client]
+		if m == nil {
+			m = conformance.NewWindowModel(limit)
+			models[r.client] = m
+		}
+		if m.Take(r.ts, 1) {
+			out.WriteString("allow\n")
+		} else {
+			out.WriteString("deny\n")
+		}
+	}
+	return out.String()
+}
+
+// TestReplayAlgorithms checks -algorithm by hand-worked streams, and
+// against the window model on random ones, with every store.
+func TestReplayAlgorithms(t *testing.T) {
+	const steps = "3\n10\n8\nrequest a 0\nrequest a 1\nrequest a 9\nrequest a 9\nrequest a 10\nrequest a 13\nrequest a 14\nrequest b 14\n"
+	for _, c := range []struct {
+		alg, want string
+	}{
+		{"fixed-window", "allow\nallow\nallow\ndeny\nallow\nallow\nallow\nallow\n"},
+		// 3 in window 0; at 13, 3·7 + 1·10 = 31 > 30; at 14, 3·6 + 10 = 28
+		{"sliding-window", "allow\nallow\nallow\ndeny\ndeny\ndeny\nallow\nallow\n"},
+		{"token-bucket", reference(3, 10, []request{{"a", 0}, {"a", 1}, {"a", 9}, {"a", 9}, {"a", 10}, {"a", 13}, {"a", 14}, {"b", 14}})},
+	} {
+		for _, store := range storeNames {
+			stdout, stderr, code := replayCmd(t, steps, "-algorithm", c.alg, "-store", store)
+			if code != 0 || stdout != c.want {
+				t.Errorf("-algorithm %s -store %s: (%q, %q, %d), want %q", c.alg, store, stdout, stderr, code, c.want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, alg := range []keyrate.Algorithm{keyrate.FixedWindow, keyrate.SlidingWindow} {
+		for _, hw := range [][2]int64{{3, 10}, {7, 100}, {1, 1}, {10, 3}, {1000, 99999}, {13, 1_000_000_000}} {
+			reqs := randomRequests(rng, hw[0], hw[1], rng.Int64N(1e12), 2000)
+			want := windowReference(alg, hw[0], hw[1], reqs)
+			for _, store := range storeNames {
+				stdout, stderr, code := replayCmd(t, stream(hw[0], hw[1], reqs), "-algorithm", alg.String(), "-store", store)
+				if code != 0 || stdout != want {
+					t.Fatalf("%v capacity %d window %d -store %s: status %d, stderr %q; differs from the model", alg, hw[0], hw[1], store, code, stderr)
+				}
+			}
+		}
+	}
+	for _, c := range []struct{ input, alg, want string }{
+		{"1073741824\n1\n0\n", "sliding-window", "line 2: capacity 1073741824 with window 1 cannot be represented"},
+		{"3\n10\n1\nrequest a 0\n", "leaky-bucket", "invalid value \"leaky-bucket\" for flag -algorithm: want token-bucket, fixed-window or sliding-window"},
+	} {
+		stdout, stderr, code := replayCmd(t, c.input, "-algorithm", c.alg)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("-algorithm %s on %q: (%q, %q, %d), want status 2 and one line with %q", c.alg, c.input, stdout, stderr, code, c.want)
+		}
+	}
+}
+
+// FuzzReplayWindows compares replay -algorithm with the window model on
+// small random streams.
+func FuzzReplayWindows(f *testing.F) {
+	f.Add(false, uint16(3), uint32(10), []byte{0, 0, 0, 0, 0, 0, 0, 4, 0, 3, 0, 3, 0, 3})
+	f.Add(true, uint16(7), uint32(100), []byte{1, 0, 1, 0, 1, 0, 1, 0, 1, 14, 1, 1})
+	f.Fuzz(func(t *testing.T, sliding bool, c uint16, w uint32, ops []byte) {
+		capacity, window := int64(c%1000)+1, int64(w%100_000)+1
+		alg := keyrate.FixedWindow
+		if sliding {
+			alg = keyrate.SlidingWindow
+		}
+		var reqs []request
+		var ts int64
+		for i := 0; i+1 < len(ops); i += 2 {
+			if step := int64(ops[i+1]); step < 128 {
+				ts += step
+			} else {
+				ts += (step - 128) * (window/16 + 1)
+			}
+			reqs = append(reqs, request{client: fmt.Sprint("c", ops[i]%4), ts: ts})
+		}
+		want := windowReference(alg, capacity, window, reqs)
+		stdout, stderr, code := replayCmd(t, stream(capacity, window, reqs), "-algorithm", alg.String())
+		if code != 0 || stdout != want {
+			t.Fatalf("%v capacity %d window %d %v: got (%q, %q, %d), want %q", alg, capacity, window, reqs, stdout, stderr, code, want)
+		}
+	})
 }
