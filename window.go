@@ -115,6 +115,9 @@ func (p *Rule) pack(idx, prev, cur uint64) State {
 // of the windows before and at base.
 func (p *Rule) view(s State, now uint64) (base, e, prev, cur uint64, ahead bool) {
 	idx, pv, cu := p.unpack(s)
+	if start := idx * p.win; now >= start && now-start < p.win { // now is in the state's window: no division
+		return idx, now - start, pv, cu, false
+	}
 	iw := now / p.win
 	switch {
 	case iw < idx:
@@ -148,6 +151,21 @@ func (p *Rule) fitsAt(e, prev, cur, cost uint64) uint64 {
 	return max(e, p.win-q)
 }
 
+// fits reports whether cost more is allowed at offset e into a window
+// with counts prev and cur: fitsAt(e, ...) == e, without its division.
+func (p *Rule) fits(e, prev, cur, cost uint64) bool {
+	if cur+cost > p.n {
+		return false
+	}
+	if prev == 0 || p.alg == FixedWindow {
+		return true
+	}
+	// prev·(W − e) ≤ (N − cur − cost)·W, in 128 bits
+	h1, l1 := bits.Mul64(prev, p.win-e)
+	h2, l2 := bits.Mul64(p.n-cur-cost, p.win)
+	return h1 < h2 || (h1 == h2 && l1 <= l2)
+}
+
 // earliest returns the earliest tick at or after now at which cost is
 // allowed from state s if nothing else spends, and the window and counts
 // it would then count in. It is at most two windows after now's (or the
@@ -170,7 +188,7 @@ func (p *Rule) earliest(s State, now, cost uint64) (slot, base, prev, cur uint64
 // wTake is Take for a window rule.
 func (p *Rule) wTake(s State, now uint64, cost int) (State, bool) {
 	base, e, prev, cur, ahead := p.view(s, now)
-	if ahead || p.fitsAt(e, prev, cur, uint64(cost)) != e {
+	if ahead || !p.fits(e, prev, cur, uint64(cost)) {
 		return s, false
 	}
 	return p.pack(base, prev, cur+uint64(cost)), true
@@ -179,6 +197,9 @@ func (p *Rule) wTake(s State, now uint64, cost int) (State, bool) {
 // wReserve is Reserve for a window rule: the request counts in the window
 // of its slot, the earliest tick it is allowed at.
 func (p *Rule) wReserve(s State, now uint64, cost int, wait uint64) (State, bool) {
+	if wait == 0 {
+		return p.wTake(s, now, cost)
+	}
 	slot, base, prev, cur := p.earliest(s, now, uint64(cost))
 	if slot-now > wait || slot > uint64(p.maxNanos) {
 		return s, false
@@ -228,7 +249,7 @@ func (p *Rule) wRemaining(s State, now uint64) int {
 // previous window's, so that a spend and a refund leave the key as it was.
 func (p *Rule) wRefund(s State, now uint64, cost int) State {
 	base, e, prev, cur, ahead := p.view(s, now)
-	if ahead || p.fitsAt(e, prev, cur, 0) != e { // a reservation's slot lies ahead
+	if ahead || !p.fits(e, prev, cur, 0) { // a reservation's slot lies ahead
 		return s
 	}
 	c := uint64(cost)
@@ -247,7 +268,7 @@ func (p *Rule) wPending(s State, now uint64) bool {
 	if ahead {
 		return prev > 0 || cur > 0
 	}
-	return p.fitsAt(e, prev, cur, 0) != e
+	return !p.fits(e, prev, cur, 0)
 }
 
 // wSlot is Slot for a window rule: the earliest tick at which state s's
