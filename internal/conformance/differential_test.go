@@ -10,6 +10,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/mutexbucket"
 	"github.com/keyrate/keyrate/striped"
 )
@@ -261,4 +262,70 @@ func apply(l keyrate.Limiter, o op) (keyrate.Decision, error) {
 		return l.Peek(o.key), nil
 	}
 	return l.AllowN(o.key, o.cost)
+}
+
+// FuzzStoresAgreeWindows is FuzzStoresAgree for the window algorithms
+// (data[2] picks one; the limit is Rate per Per): while the clock only
+// moves forwards every store must decide every operation as WindowModel
+// does, and at every step, backwards too, no aligned window of any key
+// may have admitted more than N at the readings it was admitted at.
+func FuzzStoresAgreeWindows(f *testing.F) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		limit, ops, ok := decode(data, true)
+		if !ok {
+			return
+		}
+		limit = keyrate.Limit{Rate: limit.Rate, Per: limit.Per}.Using(conformance.WindowAlgorithms[int(data[2])%len(conformance.WindowAlgorithms)])
+		clk := clock.NewManual(time.Hour)
+		limiters := openAll(t, limit, clk)
+		models := map[string]*conformance.WindowModel{}
+		counted := make([]map[string]map[int64]int, len(limiters)) // store → key → window → admitted
+		for j := range counted {
+			counted[j] = map[string]map[int64]int{}
+		}
+		hi, forwards := clk.Now(), true
+		for i, o := range ops {
+			now := clk.Advance(o.step)
+			forwards = forwards && now >= hi
+			hi = max(hi, now)
+			tick := int64(now - time.Hour)
+			m := models[o.key]
+			if m == nil {
+				m = conformance.NewWindowModel(limit)
+				models[o.key] = m
+			}
+			var want keyrate.Decision
+			wantErr := o.cost > limit.Rate || o.cost < 0
+			if forwards && !wantErr {
+				if o.cost == 0 {
+					want = m.Decide(tick, 1, m.Allows(tick, 1))
+				} else {
+					want = m.Decide(tick, int64(o.cost), m.Take(tick, int64(o.cost)))
+				}
+				want.Policy, want.Limit = keyrate.DefaultPolicy, limit
+			}
+			for j, l := range limiters {
+				got, err := apply(l, o)
+				if (err != nil) != wantErr {
+					t.Fatalf("op %d (%+v): %s error %v, want one: %v", i, o, stores[j].name, err, wantErr)
+				}
+				if forwards && !wantErr && got != want {
+					t.Fatalf("op %d (%+v) at tick %d: %s = %+v, model %+v", i, o, tick, stores[j].name, got, want)
+				}
+				if o.cost > 0 && err == nil && got.Allowed {
+					w := tick / int64(limit.Per)
+					if counted[j][o.key] == nil {
+						counted[j][o.key] = map[int64]int{}
+					}
+					counted[j][o.key][w] += o.cost
+					if n := counted[j][o.key][w]; n > limit.Rate {
+						t.Fatalf("op %d: %s admitted %d in window %d of key %s, above %d", i, stores[j].name, n, w, o.key, limit.Rate)
+					}
+				}
+			}
+		}
+	})
 }
