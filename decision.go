@@ -23,7 +23,8 @@ type Decision struct {
 	Limit Limit
 	// Remaining is the number of whole tokens left after this request in
 	// the window with the fewest: the least over the policy's windows.
-	// Under an unlimited policy it is math.MaxInt.
+	// Under a window algorithm it is the largest cost the window would
+	// allow now. Under an unlimited policy it is math.MaxInt.
 	Remaining int
 	// RetryAfter is 0 when Allowed; otherwise the time until every window
 	// will hold the requested cost, rounded up to a whole nanosecond, so
@@ -32,6 +33,8 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until every window is full again if nothing
 	// more is spent, rounded up to a whole nanosecond; 0 when all are full.
+	// A fixed window is full again when the window it counted in ends; a
+	// sliding window, when the window after it ends.
 	ResetAfter time.Duration
 	// WindowResetAfter is ResetAfter for the window Window alone: the time
 	// until it is full again. It is what a RateLimit header reports for

@@ -23,6 +23,20 @@
 // happens between calls. Over any interval of length T a key is allowed at
 // most Burst + Rate·T/Per tokens in total.
 //
+// # Algorithms
+//
+// A Limit counts with the token bucket by default. Limit.Using picks a
+// window algorithm instead (see Algorithm): FixedWindow (at most N per
+// aligned window of length W; up to 2N across a boundary) or SlidingWindow
+// (the sliding-window counter, which weighs the previous window's count by
+// how much of it the last W still covers: under 2N in any W, and exactly
+// at most N when requests were spread evenly). Both pack into the same
+// 64-bit State, so every store carries them, and a policy may mix them
+// with token buckets. Their "tokens" are what the window has left: a
+// Decision's Remaining is the largest cost allowed now, RetryAfter the
+// earliest time the same request is allowed, ResetAfter the time until
+// the windows count nothing that still weighs.
+//
 // # Policies
 //
 // A Policy is a name and up to MaxLimits limits (windows) enforced all or
@@ -49,9 +63,9 @@
 //
 // # The packed state
 //
-// A bucket is one 64-bit word, State, holding its theoretical arrival time
-// (TAT, as in the generic cell rate algorithm): the instant, in ticks, at
-// which the bucket will next be full. Tokens and timestamp are folded into
+// For the token bucket, a bucket is one 64-bit word, State, holding its
+// theoretical arrival time (TAT, as in the generic cell rate algorithm):
+// the instant, in ticks, at which the bucket will next be full. Tokens and timestamp are folded into
 // that one number. With I the ticks per token and F = Burst·I the ticks to
 // fill an empty bucket, the bucket at tick now holds
 //
@@ -110,4 +124,13 @@
 // now (it read the clock, then lost a race) sees a larger max(0, TAT − now)
 // and so fewer tokens, never more; a clock stepped backwards likewise only
 // denies more until it catches up.
+//
+// A window algorithm's State packs the window index above its counts
+// (the current window's, and for the sliding window the previous one's),
+// each count in bits.Len(N) bits, below 2^63 like a TAT. The index only
+// grows and a window's counts only grow, so a stale reading can only
+// spend less: a reading from an earlier window than the state's spends
+// nothing. A window rule's clock range must be at least ten years, which
+// bounds N for short windows (a sliding window of 1s counts up to 131071;
+// Limit.Validate names the bound).
 package keyrate
