@@ -130,3 +130,32 @@ func ExampleRules_Refund() {
 	// refunded 4: 10 left
 	// refunded 4 more: 10 left
 }
+
+// Using picks a window algorithm. A fixed window of 3 a minute lets 3
+// through at the end of one minute and 3 more at the start of the next; a
+// sliding window counts the previous minute's 3 at the weight of the part
+// of it that the last minute still covers.
+func ExampleLimit_Using() {
+	for _, alg := range []keyrate.Algorithm{keyrate.FixedWindow, keyrate.SlidingWindow} {
+		clk := clock.NewManual(0)
+		limiter, err := atomicbucket.New(keyrate.PerMinute(3).Using(alg), keyrate.WithClock(clk))
+		if err != nil {
+			panic(err)
+		}
+		clk.Set(59 * time.Second)
+		d, _ := limiter.AllowN("alice", 3) // the minute's last second
+		fmt.Println(alg, "at 0:59:", d.Allowed)
+		for _, at := range []time.Duration{time.Minute, 80 * time.Second} {
+			clk.Set(at)
+			d, _ = limiter.AllowN("alice", 1)
+			fmt.Printf("%v at %v: %v, retry after %v\n", alg, at, d.Allowed, d.RetryAfter)
+		}
+	}
+	// Output:
+	// fixed-window at 0:59: true
+	// fixed-window at 1m0s: true, retry after 0s
+	// fixed-window at 1m20s: true, retry after 0s
+	// sliding-window at 0:59: true
+	// sliding-window at 1m0s: false, retry after 20s
+	// sliding-window at 1m20s: true, retry after 0s
+}
