@@ -103,6 +103,38 @@ func WithSweepInterval(d time.Duration) Option {
 	}
 }
 
+// DefaultEvictionGrace is the eviction grace period of a store built
+// without WithEvictionGrace: a minute. A client that calls at least once
+// a minute, however far under its limit, keeps its bucket, so the common
+// gateway case of clients well under their limits costs no eviction and
+// no re-insertion per call (with a grace of 0, a bucket full again a
+// millisecond after each call is evicted by the next sweep and inserted
+// again by the next call: an allocation or two per call). What it costs is
+// memory: a store holds the buckets of clients gone for up to a minute
+// longer, at most one minute's worth of new keys beyond those a grace of
+// 0 would hold. A store full under WithMaxKeys evicts without it.
+const DefaultEvictionGrace = time.Minute
+
+// WithEvictionGrace sets how long a bucket must have been full before the
+// store's routine maintenance (its paced and background sweeps, and the
+// striped store's sampling on insert) evicts it; d must not be negative.
+// The default is DefaultEvictionGrace; 0 evicts a bucket as soon as it is
+// full. Eviction stays exact whatever d is: only full buckets go, and a
+// full bucket decides as a new key does. A store full under WithMaxKeys
+// evicts any full bucket, as does an explicit Sweep.
+func WithEvictionGrace(d time.Duration) Option {
+	return func(s *Settings) {
+		if s.err != nil {
+			return
+		}
+		if d < 0 {
+			s.err = fmt.Errorf("%w: WithEvictionGrace: %v is negative", ErrInvalidOption, d)
+			return
+		}
+		s.EvictionGrace = d
+	}
+}
+
 // WithHashedKeys makes the store keep a 64-bit hash of each key, seeded at
 // random per store, instead of the key string. It saves memory for stores
 // with millions of keys (the key's bytes are not retained, and the striped

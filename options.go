@@ -31,6 +31,11 @@ type Settings struct {
 	// instead of the key. The default is false. Set with WithHashedKeys.
 	HashedKeys bool
 
+	// EvictionGrace is how long a bucket must have been full before a
+	// store's routine maintenance evicts it. The default is
+	// DefaultEvictionGrace. Set with WithEvictionGrace.
+	EvictionGrace time.Duration
+
 	// Policies are the named policies a store enforces besides its
 	// default. Set with WithPolicies.
 	Policies []Policy
@@ -118,7 +123,7 @@ func StoreOption[T any](name string, set func(*T) error) Option {
 // which options made with StoreOption fill in; it may be nil for a store
 // that has none.
 func Configure(store any, opts ...Option) (Settings, error) {
-	s := Settings{Clock: clock.System(), store: store}
+	s := Settings{Clock: clock.System(), EvictionGrace: DefaultEvictionGrace, store: store}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&s)

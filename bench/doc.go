@@ -90,6 +90,11 @@
 //     of one per hour: every request is denied;
 //   - uniform-1k, uniform-1M: that many keys, all known to the store, in a
 //     sequence of shuffled rounds so that every key is used equally;
+//   - uniform-1M-idle: uniform-1M with clients far under their limits (a
+//     token a nanosecond, a burst of a million): every bucket is full again
+//     within a millisecond of each call, so a store that evicted buckets
+//     the moment they are full would evict and re-insert on every call
+//     (see keyrate.WithEvictionGrace);
 //   - zipf-1M: 1M known keys, drawn with math/rand/v2's Zipf (s = 1.1);
 //   - churn: every call a key the store has never seen;
 //   - cost-mix: AllowN with costs 1 to 8 over the 1k keys.

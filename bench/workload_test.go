@@ -23,6 +23,13 @@ var (
 	// shut is one token an hour: once setup has spent it, every request in
 	// the run is denied.
 	shut = keyrate.Every(time.Hour)
+	// idle is for uniform-1M-idle, the common gateway case of clients far
+	// under their limits: a token a nanosecond, a burst of a million, so
+	// that a bucket is full again within a millisecond of any call
+	// (setup's spend of half the burst) and a nanosecond after a spend of
+	// one. Only a store that evicts a bucket the moment it is full churns
+	// on it (see keyrate.WithEvictionGrace).
+	idle = keyrate.Limit{Rate: 1_000_000_000, Per: time.Second, Burst: 1_000_000}
 	// sticky is for churn: a new key is allowed, and its bucket then stays
 	// short of full for an hour, so that no store evicts it during the run
 	// and every store does the same work, inserting one key per call.
@@ -75,6 +82,7 @@ var workloads = []workload{
 	{name: "hotkey-deny", limit: shut, keys: 1, order: shuffled, allow: false},
 	{name: "uniform-1k", limit: open, keys: 1_000, order: shuffled, allow: true},
 	{name: "uniform-1M", limit: open, keys: 1_000_000, order: shuffled, allow: true},
+	{name: "uniform-1M-idle", limit: idle, keys: 1_000_000, order: shuffled, allow: true},
 	{name: "zipf-1M", limit: open, keys: 1_000_000, order: zipf, sparse: true, allow: true},
 	{name: "churn", limit: sticky, allow: true},
 	{name: "cost-mix", limit: open, keys: 1_000, order: shuffled, costs: costs1to8, allow: true},

@@ -94,7 +94,8 @@ type Store struct {
 	strs   *table[string] // the stripes, keyed by key unless hashed
 	hashes *table[uint64] // the stripes, keyed by the key's hash if hashed
 	book   sweep.Book
-	pacer  sweep.Pacer // paces whole sweeps on refusals by a full store
+	pacer  sweep.Pacer   // paces whole sweeps on refusals by a full store
+	grace  time.Duration // keyrate.Settings.EvictionGrace
 	bg     *sweep.Background
 }
 
@@ -155,7 +156,8 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	}
 	s.book.Init(set.MaxKeys)
 	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
-	s.bg = sweep.Start(set.SweepInterval, func() { s.Sweep() })
+	s.grace = set.EvictionGrace
+	s.bg = sweep.Start(set.SweepInterval, s.routineSweep)
 	return s, nil
 }
 
@@ -446,12 +448,29 @@ func (s *Store) Len() int { return s.book.Keys() }
 
 // Sweep removes every key whose bucket is full now, stripe by stripe, and
 // returns how many it removed. See keyrate.BoundedLimiter.
-func (s *Store) Sweep() int {
+func (s *Store) Sweep() int { return s.sweepAt(s.pols.Now()) }
+
+// routineSweep is a background sweep: it removes the keys whose buckets
+// have been full for the grace period, or every full one if the store is
+// full.
+func (s *Store) routineSweep() { s.sweepAt(s.routine(s.pols.Now())) }
+
+// routine returns the reading routine maintenance at reading now evicts
+// at: now less the grace period, unless the store is full.
+func (s *Store) routine(now time.Duration) time.Duration {
+	if s.book.Full() {
+		return now
+	}
+	return sweep.Grace(now, s.grace)
+}
+
+// sweepAt removes every key whose bucket is full at reading now.
+func (s *Store) sweepAt(now time.Duration) int {
 	var n, left int
 	if s.hashes != nil {
-		n, left = s.hashes.sweep(s)
+		n, left = s.hashes.sweep(s, now)
 	} else {
-		n, left = s.strs.sweep(s)
+		n, left = s.strs.sweep(s, now)
 	}
 	s.pacer.Reset(left)
 	return n

@@ -174,13 +174,14 @@ func (t *table[K]) cancel(s *Store, key K, h uint64, rs *keyrate.Rules, end keyr
 // this call.
 //
 // Before inserting, it examines sampled keys of st and evicts those that
-// are full: the store's incremental maintenance (bounded work, under the
+// have been full for the grace period (any full one if the store is
+// full): the store's incremental maintenance (bounded work, under the
 // lock it already holds). A full store that still has no room reports
 // full.
 func (st *stripe[K]) insert(s *Store, key K, rs *keyrate.Rules, now time.Duration, cost int, wait time.Duration) (states sweep.States, at time.Duration, denied int, full bool) {
 	defer st.mu.Unlock()
 	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
-		st.evict(s, now, sampled)
+		st.evict(s, s.routine(now), sampled)
 	}
 	n := rs.Len()
 	now = st.floor.Start(rs, now, states[:n])
@@ -267,13 +268,13 @@ func (t *table[K]) evictOne(s *Store, h uint64) {
 	}
 }
 
-// sweep sweeps every stripe, one lock at a time, and returns the keys it
-// removed and the keys it left.
-func (t *table[K]) sweep(s *Store) (removed, left int) {
+// sweep sweeps every stripe at reading now (Store.sweepAt), one lock at a
+// time, and returns the keys it removed and the keys it left.
+func (t *table[K]) sweep(s *Store, now time.Duration) (removed, left int) {
 	for i := range t.stripes {
 		st := &t.stripes[i]
 		st.mu.Lock()
-		removed += st.evict(s, s.pols.Now(), -1)
+		removed += st.evict(s, now, -1)
 		left += len(st.m)
 		st.mu.Unlock()
 	}

@@ -47,6 +47,7 @@ func RunEviction(t *testing.T, s Bounded) {
 			t.Run("YearIdle", func(t *testing.T) { testYearIdle(t, m) })
 			t.Run("ClockBackwardsAfterSweep", func(t *testing.T) { testClockBackwardsAfterSweep(t, m) })
 			t.Run("Incremental", func(t *testing.T) { testIncremental(t, m) })
+			t.Run("Grace", func(t *testing.T) { testGrace(t, m) })
 			t.Run("MaxKeys", func(t *testing.T) { testMaxKeys(t, m) })
 			t.Run("MaxKeysConcurrent", func(t *testing.T) { testMaxKeysConcurrent(t, m) })
 			t.Run("SweepRace", func(t *testing.T) { testSweepRace(t, m) })
@@ -271,7 +272,7 @@ func testClockBackwardsAfterSweep(t *testing.T, s Bounded) {
 // new keys stream in, by the paced sweeps of the calls that insert them.
 func testIncremental(t *testing.T, s Bounded) {
 	limit := keyrate.PerSecond(10) // a key used once is full again after 100ms
-	l, clk := openBounded(t, s, limit)
+	l, clk := openBounded(t, s, limit, keyrate.WithEvictionGrace(0))
 	const perStep, steps = 100, 400 // 40 000 keys, 1 000 live at any instant
 	peak := 0
 	for i := 0; i < steps; i++ {
@@ -295,6 +296,55 @@ func testIncremental(t *testing.T, s Bounded) {
 	t.Logf("Len peaked at %d with about %d keys live", peak, live)
 	if l.Stats().Evictions == 0 {
 		t.Fatal("no evictions without a Sweep call")
+	}
+}
+
+// testGrace: routine maintenance (paced sweeps, which run on the caller
+// once the store is closed, and the striped store's sampling) evicts a
+// bucket only once it has been full for the grace period, and a full
+// store evicts any full bucket.
+func testGrace(t *testing.T, s Bounded) {
+	limit := keyrate.PerSecond(10) // a key used once is full again after 100ms
+	const grace = time.Second
+	l, clk := openBounded(t, s, limit, keyrate.WithEvictionGrace(grace))
+	l.Close() // from now on paced sweeps run on the inserting goroutine
+	batch := func(name string) {
+		t.Helper()
+		for i := range 4 * sweep.MinPace {
+			if !l.Allow(fmt.Sprint(name, i)) {
+				t.Fatalf("new key %s%d denied", name, i)
+			}
+		}
+	}
+	batch("a")               // full from +100ms
+	clk.Advance(time.Second) // a: full for 900ms
+	batch("b")               // full from +1.1s
+	if st := l.Stats(); st.Evictions != 0 {
+		t.Fatalf("%d buckets evicted, full for under the grace period of %v", st.Evictions, grace)
+	}
+	clk.Advance(200 * time.Millisecond) // a: full for 1.1s; b: for 100ms
+	// Paced sweeps come once the keys inserted since the last match the
+	// keys it kept (as Go's heap goal does): insert c's keys until one
+	// has run.
+	inserted := 0
+	for ; l.Stats().Evictions == 0 && inserted < 64*sweep.MinPace; inserted++ {
+		if !l.Allow(fmt.Sprint("c", inserted)) {
+			t.Fatalf("new key c%d denied", inserted)
+		}
+	}
+	if st := l.Stats(); st.Evictions == 0 {
+		t.Fatalf("no bucket evicted after %d new keys; a's have been full for 1.1s, over the grace period of %v", inserted, grace)
+	}
+	if got, want := l.Len(), 4*sweep.MinPace+inserted; got < want {
+		t.Fatalf("Len = %d, below the %d keys of b and c: a bucket full for less than %v was evicted", got, want, grace)
+	}
+
+	full, clk := openBounded(t, s, limit, keyrate.WithEvictionGrace(time.Hour), keyrate.WithMaxKeys(2))
+	full.Allow("x")
+	full.Allow("y")
+	clk.Advance(200 * time.Millisecond) // both full, for 100ms
+	if !full.Allow("z") {
+		t.Fatal("a full store refused a new key with full buckets to evict: the grace period applies only to routine maintenance")
 	}
 }
 
@@ -390,7 +440,7 @@ func testBackground(t *testing.T, s Bounded) {
 	for i := 0; i < 10; i++ {
 		l.Allow(strconv.Itoa(i))
 	}
-	clk.Advance(time.Second)
+	clk.Advance(time.Second + keyrate.DefaultEvictionGrace) // full, and for the default grace
 	// Wait for the sweeper's work, not for time: it runs every real
 	// millisecond, so this ends within a few unless it is broken.
 	deadline := time.Now().Add(10 * time.Second)
@@ -419,11 +469,12 @@ func testBackground(t *testing.T, s Bounded) {
 
 func testInvalidOptions(t *testing.T, s Bounded) {
 	for name, opt := range map[string]keyrate.Option{
-		"WithMaxKeys(0)":         keyrate.WithMaxKeys(0),
-		"WithMaxKeys(-1)":        keyrate.WithMaxKeys(-1),
-		"WithSweepInterval(0)":   keyrate.WithSweepInterval(0),
-		"WithSweepInterval(-1s)": keyrate.WithSweepInterval(-time.Second),
-		"WithClock(nil *Manual)": keyrate.WithClock((*clock.Manual)(nil)),
+		"WithMaxKeys(0)":          keyrate.WithMaxKeys(0),
+		"WithMaxKeys(-1)":         keyrate.WithMaxKeys(-1),
+		"WithSweepInterval(0)":    keyrate.WithSweepInterval(0),
+		"WithSweepInterval(-1s)":  keyrate.WithSweepInterval(-time.Second),
+		"WithEvictionGrace(-1ns)": keyrate.WithEvictionGrace(-1),
+		"WithClock(nil *Manual)":  keyrate.WithClock((*clock.Manual)(nil)),
 	} {
 		l, err := s.New(t, keyrate.PerSecond(1), clock.NewManual(start), opt)
 		if !errors.Is(err, keyrate.ErrInvalidOption) || l != nil {

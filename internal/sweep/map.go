@@ -104,6 +104,7 @@ type Map[B Bucket] struct {
 	book   Book
 	pacer  Pacer
 	bg     *Background
+	grace  time.Duration // keyrate.Settings.EvictionGrace
 
 	mu       sync.Mutex     // guards closed, inflight and running.Add
 	closed   bool           // Close was called: paced sweeps run on the caller
@@ -130,7 +131,8 @@ func (m *Map[B]) init(pols *keyrate.Policies, set keyrate.Settings, fresh func(r
 		pace = min(pace, set.MaxKeys)
 	}
 	m.pacer.Init(pace)
-	m.bg = Start(set.SweepInterval, func() { m.Sweep() })
+	m.grace = set.EvictionGrace
+	m.bg = Start(set.SweepInterval, m.routineSweep)
 }
 
 // Strings returns the map from key string to bucket, or nil if the keys
@@ -394,8 +396,31 @@ func drop[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K, b B) {
 // Sweep removes every bucket that is full at the current tick and returns
 // how many it removed. It holds at most one lock at a time (a bucket's, or
 // one of xsync's bucket locks) and stops no other call.
-func (m *Map[B]) Sweep() int {
+func (m *Map[B]) Sweep() int { return m.sweepAt(m.pols.Now()) }
+
+// routineSweep is a paced or background sweep: it removes the buckets that
+// have been full for the grace period (Grace), or every full one if the
+// store is full.
+func (m *Map[B]) routineSweep() {
 	now := m.pols.Now()
+	if !m.book.Full() {
+		now = Grace(now, m.grace)
+	}
+	m.sweepAt(now)
+}
+
+// Grace returns the reading a routine sweep at reading now evicts at:
+// now − grace, so that only buckets full since then go, saturating at the
+// earliest reading.
+func Grace(now, grace time.Duration) time.Duration {
+	if now < math.MinInt64+grace {
+		return math.MinInt64
+	}
+	return now - grace
+}
+
+// sweepAt removes every bucket full at reading now, and returns how many.
+func (m *Map[B]) sweepAt(now time.Duration) int {
 	var n, kept int
 	if m.hashes != nil {
 		n, kept = sweep(m, m.hashes, now)
@@ -427,7 +452,7 @@ func sweep[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], now time.Dur
 // pacedSweep runs a sweep that Pacer.Charge handed to the caller.
 func (m *Map[B]) pacedSweep() {
 	defer m.pacer.Swept()
-	m.Sweep()
+	m.routineSweep()
 }
 
 // Len returns the number of keys the store holds, from its Book: a
