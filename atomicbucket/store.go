@@ -224,6 +224,22 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (keyra
 	}
 }
 
+// spendWindow is spend for a rule of a window algorithm: the same loop,
+// over keyrate.Rule.Reserve, which is not inlined (spend's loop keeps the
+// token bucket's arithmetic inlined, and calls nothing).
+func spendWindow(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (keyrate.State, bool) {
+	for {
+		old := keyrate.State(b.w.Load())
+		if old >= sweep.Fresh {
+			return sweep.Fresh, false
+		}
+		next, ok := r.Reserve(old, now, cost, wait)
+		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
+			return next, ok
+		}
+	}
+}
+
 // SpendRare spends from a bucket that may be swept (it reports swept and
 // does nothing), not spent from yet (it reads as the floor), or of several
 // windows. See sweep.Bucket.
@@ -392,10 +408,16 @@ func (s *Store) Allow(key string) bool {
 			return false
 		}
 	}
-	if s.strs != nil && rs.OneBucket() { // the hot path: a known string key
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
-			if state, ok := spend(r, b, r.Now(), 1, 0); state != sweep.Fresh {
+			state, ok := keyrate.State(0), false
+			if rs.OneBucket() {
+				state, ok = spend(r, b, r.Now(), 1, 0)
+			} else {
+				state, ok = spendWindow(r, b, r.Now(), 1, 0)
+			}
+			if state != sweep.Fresh {
 				return ok
 			}
 		}
@@ -432,11 +454,17 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
-	if s.strs != nil && rs.OneBucket() { // the hot path: a known string key
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
 			now := r.Now()
-			if state, ok := spend(r, b, now, cost, 0); state != sweep.Fresh {
+			state, ok := keyrate.State(0), false
+			if rs.OneBucket() {
+				state, ok = spend(r, b, now, cost, 0)
+			} else {
+				state, ok = spendWindow(r, b, now, cost, 0)
+			}
+			if state != sweep.Fresh {
 				return r.Decide(state, now, cost, ok), nil
 			}
 		}
@@ -473,7 +501,7 @@ type front Store
 // ReserveOne is the known-key fast path. See sweep.Reserver.
 func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
-	if s.strs == nil || !rs.OneBucket() {
+	if s.strs == nil || rs.Len() != 1 {
 		return 0, 0, false, false
 	}
 	b, found := s.strs.Load(key)
@@ -482,7 +510,12 @@ func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Du
 	}
 	r := rs.Rule(0)
 	t = rs.Now()
-	if state, ok := spend(r, b, r.Ticks(t), cost, r.WaitTicks(wait)); state != sweep.Fresh {
+	if rs.OneBucket() {
+		state, ok = spend(r, b, r.Ticks(t), cost, r.WaitTicks(wait))
+	} else {
+		state, ok = spendWindow(r, b, r.Ticks(t), cost, r.WaitTicks(wait))
+	}
+	if state != sweep.Fresh {
 		return state, t, ok, true
 	}
 	return 0, 0, false, false

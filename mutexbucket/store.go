@@ -137,6 +137,9 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (state
 		return 0, false, true
 	}
 	next, ok := r.ReserveBucket(b.b.First, now, cost, wait)
+	if r.Algorithm() != keyrate.TokenBucket {
+		next, ok = r.Reserve(b.b.First, now, cost, wait)
+	}
 	b.b.First = next
 	b.mu.Unlock()
 	return next, ok, false
@@ -220,7 +223,7 @@ func (s *Store) Allow(key string) bool {
 			return false
 		}
 	}
-	if s.strs != nil && rs.OneBucket() { // the hot path: a known string key
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
 			r := rs.Rule(0)
 			if _, ok, rare := spend(r, b, r.Now(), 1, 0); !rare {
@@ -260,7 +263,7 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
-	if s.strs != nil && rs.OneBucket() { // the hot path: a known string key
+	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.b.Rules == rs {
 			r := rs.Rule(0)
 			now := r.Now()
@@ -301,7 +304,7 @@ type front Store
 // ReserveOne is the known-key fast path. See sweep.Reserver.
 func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
-	if s.strs == nil || !rs.OneBucket() {
+	if s.strs == nil || rs.Len() != 1 {
 		return 0, 0, false, false
 	}
 	b, found := s.strs.Load(key)
