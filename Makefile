@@ -1,7 +1,16 @@
 # keyrate's developer commands. `make test` is what CI runs; `make report`
 # benchmarks the stores and writes the comparison report.
 GO       ?= go
-PKGS     := ./...
+# keyrate is several modules developed together through go.work: the root
+# module (the contract, the clock, the in-process stores, httplimit), whose
+# users download nothing but xsync (and goleak for its tests), and one
+# module each for redisbucket, grpclimit, the report tooling (cmd/keyrate)
+# and the benchmarks (bench). Under go.work, ./... names the root module's
+# packages only (a nested module is not part of it); the "work" pattern
+# names the packages of every module in go.work, and MODULES their
+# directories.
+PKGS     := work
+MODULES   = $(shell $(GO) list -m -f '{{.Dir}}')
 
 # make fuzz runs each fuzz target for a fixed number of executions, not for
 # a duration: a time-based -fuzztime can fail a healthy target with
@@ -25,13 +34,27 @@ FUZZ_EXECS_DEFAULT := 50000
 # minimizing one input.
 FUZZMINIMIZETIME   ?= 1000x
 
-.PHONY: test vet fmtcheck race fuzz benchrace bench report
+.PHONY: test vet fmtcheck tidycheck depcheck race fuzz benchrace bench report
 
-## test: formatting, vet, the whole suite under the race detector, short fuzzing
-test: fmtcheck vet race benchrace fuzz
+## test: formatting, tidy go.mod files, the core's dependency count, vet,
+## every module's suite under the race detector, short fuzzing
+test: fmtcheck tidycheck depcheck vet race benchrace fuzz
 
 fmtcheck:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## tidycheck: fails when go mod tidy would change any module's go.mod or
+## go.sum (it prints the diff)
+tidycheck:
+	@set -e; for m in $(MODULES); do \
+		echo "go mod tidy -diff in $$m"; \
+		(cd $$m && $(GO) mod tidy -diff); \
+	done
+
+## depcheck: builds a scratch service that imports only atomicbucket and
+## fails if its module graph has more than 4 modules (see .ci/depcheck)
+depcheck:
+	GO=$(GO) .ci/depcheck
 
 vet:
 	$(GO) vet $(PKGS)

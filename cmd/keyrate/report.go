@@ -7,7 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/keyrate/keyrate/internal/report"
+	"github.com/keyrate/keyrate/cmd/keyrate/internal/report"
 )
 
 func init() {
