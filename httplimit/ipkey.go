@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/keyrate/keyrate/internal/clientkey"
 )
 
 // ipKey is ByIP's configuration and its key function.
@@ -24,22 +26,10 @@ func (k *ipKey) key(r *http.Request) (string, error) {
 	if !addr.IsValid() { // a Unix-socket peer
 		return raw, nil
 	}
-	if addr.Is4() {
-		if raw != "" {
-			return raw, nil // already canonical text: no allocation
-		}
-		return addr.String(), nil
+	if addr.Is4() && raw != "" {
+		return raw, nil // already canonical text: no allocation
 	}
-	if k.v6bits == 128 || addr.IsLinkLocalUnicast() {
-		// A link-local address (fe80::/10) is unique only on its link:
-		// its prefix is shared by every host on every link.
-		return addr.String(), nil
-	}
-	p, err := addr.Prefix(k.v6bits)
-	if err != nil { // unreachable: v6bits is checked by IPv6Prefix
-		return "", fmt.Errorf("%w: %v: %w", ErrBadAddress, addr, err)
-	}
-	return p.String(), nil
+	return clientkey.FromAddr(addr, k.v6bits), nil
 }
 
 // client returns r's client address, unmapped and without a zone, and, if

@@ -1,0 +1,177 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/isnil"
+)
+
+// Interceptor rate-limits gRPC calls: its Unary and Stream methods are a
+// grpc.UnaryServerInterceptor and a grpc.StreamServerInterceptor that
+// share one configuration and the limiter's buckets. It is safe for
+// concurrent use.
+type Interceptor struct {
+	limiter keyrate.Limiter
+	// policies is limiter as a PolicyLimiter, or nil if it is not one.
+	policies keyrate.PolicyLimiter
+	// ctxLimiter and ctxPolicies are limiter as one that takes the call's
+	// context, or nil.
+	ctxLimiter  contextLimiter
+	ctxPolicies contextPolicies
+	config
+}
+
+// contextLimiter is a limiter whose AllowN can take a context.
+type contextLimiter interface {
+	AllowNContext(ctx context.Context, key string, cost int) (keyrate.Decision, error)
+}
+
+// contextPolicies is a policy limiter whose AllowTier can take a context.
+type contextPolicies interface {
+	AllowTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int) (keyrate.Decision, error)
+}
+
+// New returns interceptors that rate-limit calls with limiter: each call
+// is keyed (ByPeer by default), costed (1 by default) and decided by one
+// call to limiter.AllowN, or to AllowTier when WithTier names the call's
+// policy. See the package documentation for the status of a refused call.
+//
+// New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil
+// or holds a nil pointer of a limiter type, such as
+// (*atomicbucket.Store)(nil); if WithTier is given with a limiter that is
+// not a keyrate.PolicyLimiter; or if an option is invalid.
+func New(limiter keyrate.Limiter, opts ...Option) (*Interceptor, error) {
+	if limiter == nil {
+		return nil, fmt.Errorf("%w: grpclimit.New: the limiter is nil", keyrate.ErrInvalidOption)
+	}
+	if isnil.Is(limiter) {
+		return nil, fmt.Errorf("%w: grpclimit.New: the limiter is a nil %T", keyrate.ErrInvalidOption, limiter)
+	}
+	c := config{key: peerKey, noKeyCode: codes.InvalidArgument}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	in := &Interceptor{limiter: limiter, config: c}
+	in.policies, _ = limiter.(keyrate.PolicyLimiter)
+	if c.tier != nil && in.policies == nil {
+		return nil, fmt.Errorf("%w: grpclimit.WithTier needs a keyrate.PolicyLimiter, and %T is not one", keyrate.ErrInvalidOption, limiter)
+	}
+	in.ctxLimiter, _ = limiter.(contextLimiter)
+	if in.policies != nil {
+		in.ctxPolicies, _ = limiter.(contextPolicies)
+	}
+	return in, nil
+}
+
+// Unary is a grpc.UnaryServerInterceptor: it decides the call and either
+// calls handler or returns the refusal's status error.
+func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := in.decide(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// Stream is a grpc.StreamServerInterceptor: it decides the stream once,
+// when it starts, with the stream's context, and either calls handler or
+// returns the refusal's status error. Messages on an admitted stream are
+// not limited.
+func (in *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := in.decide(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// decide returns nil if the call to method may proceed, and otherwise the
+// status error to end it with. In shadow mode it reports that error and
+// returns nil.
+func (in *Interceptor) decide(ctx context.Context, method string) error {
+	d, err := in.allow(ctx, method)
+	if err == nil && d.Allowed {
+		return nil
+	}
+	if err == nil {
+		err = denied(method, d)
+	}
+	if in.shadow {
+		if in.onShadow != nil {
+			in.onShadow(ctx, method, d, err)
+		}
+		return nil
+	}
+	return err
+}
+
+// allow keys, costs and decides the call; an error is the status error
+// the call ends with.
+func (in *Interceptor) allow(ctx context.Context, method string) (keyrate.Decision, error) {
+	key, err := in.key(ctx, method)
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: the key function returned an empty key", ErrNoKey)
+	}
+	if err != nil {
+		if errors.Is(err, ErrNoKey) {
+			return keyrate.Decision{}, status.Error(in.noKeyCode, err.Error())
+		}
+		return keyrate.Decision{}, status.Error(codes.Internal, "grpclimit: the call could not be keyed")
+	}
+	cost := 1
+	if in.cost != nil {
+		cost = in.cost(ctx, method)
+	}
+	var (
+		d       keyrate.Decision
+		tier    keyrate.Tier
+		useTier bool
+	)
+	if in.tier != nil {
+		if name := in.tier(ctx, method); name != "" {
+			if t, err := in.policies.Tier(name); err == nil {
+				tier, useTier = t, true
+			}
+		}
+	}
+	switch {
+	case useTier && in.ctxPolicies != nil:
+		d, err = in.ctxPolicies.AllowTierContext(ctx, key, tier, cost)
+	case useTier:
+		d, err = in.policies.AllowTier(key, tier, cost)
+	case in.ctxLimiter != nil:
+		d, err = in.ctxLimiter.AllowNContext(ctx, key, cost)
+	default:
+		d, err = in.limiter.AllowN(key, cost)
+	}
+	if err != nil {
+		if errors.Is(err, keyrate.ErrInvalidCost) || errors.Is(err, keyrate.ErrCostExceedsBurst) ||
+			errors.Is(err, keyrate.ErrInvalidKey) || errors.Is(err, keyrate.ErrUnknownPolicy) {
+			return keyrate.Decision{}, status.Error(codes.Internal, "grpclimit: the call could not be rate-limited")
+		}
+		return keyrate.Decision{}, status.Error(codes.Unavailable, "grpclimit: the rate limiter is unavailable")
+	}
+	return d, nil
+}
+
+// denied returns the status error of a call to method that d denied:
+// codes.ResourceExhausted with a RetryInfo detail of d.RetryAfter.
+func denied(method string, d keyrate.Decision) error {
+	st := status.Newf(codes.ResourceExhausted, "grpclimit: rate limit exceeded for %s; retry after %v", method, d.RetryAfter)
+	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}); err == nil {
+		st = ds
+	}
+	return st.Err()
+}

@@ -1,0 +1,29 @@
+// Package clientkey turns a client's IP address into its rate-limit key,
+// the same way for every adapter (httplimit's ByIP, grpclimit's ByPeer).
+package clientkey
+
+import "net/netip"
+
+// DefaultIPv6Prefix is the prefix length by which IPv6 clients are grouped
+// unless configured otherwise: a /64 is the smallest block an ISP normally
+// hands a subscriber, and one host can use any address in it.
+const DefaultIPv6Prefix = 64
+
+// FromAddr returns the key of the client at addr, which must be valid:
+// an IPv4 address (IPv4-mapped IPv6 included) is its own key
+// ("192.0.2.1"); an IPv6 address is keyed by its prefix of v6bits bits
+// ("2001:db8:1:2::/64"), except a link-local one (fe80::/10), whose prefix
+// every host on every link shares, and any address when v6bits is 128 (or
+// out of [1, 128]): those are keyed by the whole address, without its zone
+// ("fe80::1").
+func FromAddr(addr netip.Addr, v6bits int) string {
+	addr = addr.WithZone("").Unmap()
+	if addr.Is4() || v6bits >= 128 || v6bits < 1 || addr.IsLinkLocalUnicast() {
+		return addr.String()
+	}
+	p, err := addr.Prefix(v6bits)
+	if err != nil { // unreachable: v6bits is in [1, 127] and addr is IPv6
+		return addr.String()
+	}
+	return p.String()
+}
