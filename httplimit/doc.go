@@ -112,6 +112,16 @@
 // AllowTierContext and the refund variants) is called with the request's
 // context, so that a store call ends when its request does.
 //
+// # Shadow mode
+//
+// WithShadow rolls a new limit out safely: every request is decided and
+// gets its decision's header fields as usual, but none is refused. A
+// request that would have been denied, or could not be decided, goes on
+// to the wrapped handler and is reported to the ShadowFunc given, to be
+// counted or logged; a would-be deny gets the RateLimit fields of its deny
+// but no Retry-After. The buckets are what they would be without shadow
+// mode: allowed requests spend, denied ones do not.
+//
 // # Client addresses behind proxies
 //
 // ByIP keys by the connection's remote address. Forwarding headers are read

@@ -249,3 +249,35 @@ func ExampleRefund() {
 	// / 200
 	// / 429
 }
+
+// Shadow mode tries a limit of two requests a minute out on live traffic:
+// every request is served with the fields of its decision, and those the
+// limit would have refused are counted.
+func ExampleWithShadow() {
+	clk := clock.NewManual(0) // omit WithClock in production
+	limiter, err := atomicbucket.New(keyrate.PerMinute(2), keyrate.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	var wouldDeny int // a metric in production; the report runs on the request's goroutine
+	limit, err := httplimit.New(limiter, httplimit.WithShadow(func(r *http.Request, d keyrate.Decision, err error) {
+		wouldDeny++
+	}))
+	if err != nil {
+		panic(err)
+	}
+	h := limit(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "hello\n")
+	}))
+	for range 3 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		fmt.Printf("%d RateLimit: %s\n", rec.Code, rec.Header().Get("RateLimit"))
+	}
+	fmt.Println("would have denied:", wouldDeny)
+	// Output:
+	// 200 RateLimit: "default";r=1;t=30
+	// 200 RateLimit: "default";r=0;t=60
+	// 200 RateLimit: "default";r=0;t=30
+	// would have denied: 1
+}

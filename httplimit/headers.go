@@ -128,14 +128,15 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // setHeaders sets the rate-limit fields for decision d on h, and
-// Retry-After if d is a deny; slot is the policy the request named, or
+// Retry-After if d is a deny (not in shadow mode, which lets it through);
+// slot is the policy the request named, or
 // nil. It costs two allocations whatever the options: one string holding
 // every per-request value (the others are slices of it) and one backing
 // array for the value slices. A decision under an unlimited policy (its
 // Limit is the zero Limit) gets no rate-limit fields.
 func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policySlot) {
 	if d.Limit == (keyrate.Limit{}) {
-		if !d.Allowed { // no store denies under an unlimited policy; never send a deny without it
+		if !d.Allowed && !m.shadow { // no store denies under an unlimited policy; never send a deny without it
 			h[fieldRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)}
 		}
 		return
@@ -163,8 +164,10 @@ func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policy
 	s := string(b)
 	remaining, reset := s[r0:r1], s[t0:]
 
+	// A deny gets Retry-After, unless shadow mode lets it through.
+	retry := !d.Allowed && !m.shadow
 	n := 2
-	if !d.Allowed {
+	if retry {
 		n++
 	}
 	if m.legacy {
@@ -178,7 +181,7 @@ func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policy
 	}
 	i := set(0, fieldPolicy, p.field)
 	i = set(i, fieldRateLimit, s)
-	if !d.Allowed {
+	if retry {
 		i = set(i, fieldRetryAfter, reset)
 	}
 	if m.legacy {

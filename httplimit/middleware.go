@@ -126,9 +126,13 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: the key function returned an empty key", ErrNoKey)
 	}
 	if err != nil {
-		if errors.Is(err, ErrNoKey) {
+		switch {
+		case m.shadow:
+			m.shadowPass(r, keyrate.Decision{}, err)
+			m.next.ServeHTTP(w, r)
+		case errors.Is(err, ErrNoKey):
 			m.onNoKey(w, r, err)
-		} else {
+		default:
 			m.onError(w, r, err)
 		}
 		return
@@ -155,18 +159,26 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d, err = m.limiter.AllowN(key, cost)
 	}
 	if err != nil {
-		if errors.Is(err, keyrate.ErrInvalidCost) || errors.Is(err, keyrate.ErrCostExceedsBurst) ||
-			errors.Is(err, keyrate.ErrInvalidKey) || errors.Is(err, keyrate.ErrUnknownPolicy) {
+		switch {
+		case m.shadow:
+			m.shadowPass(r, keyrate.Decision{}, err)
+			m.next.ServeHTTP(w, r)
+		case errors.Is(err, keyrate.ErrInvalidCost) || errors.Is(err, keyrate.ErrCostExceedsBurst) ||
+			errors.Is(err, keyrate.ErrInvalidKey) || errors.Is(err, keyrate.ErrUnknownPolicy):
 			m.onError(w, r, err)
-		} else {
+		default:
 			m.onStoreError(w, r, err)
 		}
 		return
 	}
 	m.setHeaders(w.Header(), &d, slot)
 	if !d.Allowed {
-		m.denied(w, r, d)
-		return
+		if !m.shadow {
+			m.denied(w, r, d)
+			return
+		}
+		m.shadowPass(r, d, nil)
+		cost = 0 // a deny spent nothing: nothing to refund
 	}
 	if m.refundOption != "" {
 		r = withRefund(r, m.policies, m.ctxPolicies, key, slot, cost, d.Limit == (keyrate.Limit{}))

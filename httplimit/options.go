@@ -37,7 +37,10 @@ type config struct {
 	tierOption string
 	// refundOption is "WithRefunds" if refunds are on.
 	refundOption string
-	err          error // the first option that did not apply
+	// shadow is set by WithShadow, onShadow its report function.
+	shadow   bool
+	onShadow ShadowFunc
+	err      error // the first option that did not apply
 }
 
 // fail records the first option error.
