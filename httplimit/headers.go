@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/keyrate/keyrate"
 )
@@ -86,6 +87,21 @@ func itemName(name string, i, n int) string {
 	return name + "-" + strconv.Itoa(i)
 }
 
+// headerBlock is the one allocation setHeaders makes per response: the
+// backing array of the field values it sets (V is [3]string, or [6]string
+// with the legacy fields), each field's value slice a one-element slice
+// of it, capacity-limited so that an append to one field cannot reach the
+// next; and the bytes of the per-request values (RateLimit's, of which
+// Remaining and Reset are slices), turned into a string in place once
+// written. 48 bytes hold a RateLimit value for a policy name of up to 13
+// bytes with the largest counts ("default" needs at most 40), and of about
+// 25 with typical ones; a longer value grows on the heap, a second
+// allocation. The block is 96 bytes, or 144 with the legacy fields.
+type headerBlock[V any] struct {
+	vals V
+	buf  [48]byte
+}
+
 // appendSFString appends s to b as a structured-field String (RFC 8941,
 // section 3.3.3): in double quotes, with '"' and '\' escaped by a
 // backslash. A String holds only printable ASCII, so any other byte
@@ -129,11 +145,10 @@ func ceilSeconds(d time.Duration) int64 {
 
 // setHeaders sets the rate-limit fields for decision d on h, and
 // Retry-After if d is a deny (not in shadow mode, which lets it through);
-// slot is the policy the request named, or
-// nil. It costs two allocations whatever the options: one string holding
-// every per-request value (the others are slices of it) and one backing
-// array for the value slices. A decision under an unlimited policy (its
-// Limit is the zero Limit) gets no rate-limit fields.
+// slot is the policy the request named, or nil. It costs one allocation
+// whatever the options (a headerBlock: see there), two for a policy name
+// too long for the block's bytes. A decision under an unlimited policy
+// (its Limit is the zero Limit) gets no rate-limit fields.
 func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policySlot) {
 	if d.Limit == (keyrate.Limit{}) {
 		if !d.Allowed && !m.shadow { // no store denies under an unlimited policy; never send a deny without it
@@ -152,28 +167,34 @@ func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policy
 		// Retry-After is never 0 on a deny.
 		t = max(ceilSeconds(d.RetryAfter), 1)
 	}
-	win := &p.windows[w]
-	var buf [128]byte // room for a 64-byte name: 69 + 2·20 + 3 bytes; a longer one grows on the heap
-	b := append(buf[:0], win.prefix...)
-	r0 := len(b)
-	b = strconv.AppendInt(b, sfCount(d.Remaining), 10)
-	r1 := len(b)
-	b = append(b, ";t="...)
-	t0 := len(b)
-	b = strconv.AppendInt(b, t, 10)
-	s := string(b)
-	remaining, reset := s[r0:r1], s[t0:]
-
 	// A deny gets Retry-After, unless shadow mode lets it through.
 	retry := !d.Allowed && !m.shadow
 	n := 2
 	if retry {
 		n++
 	}
+	var vals []string
+	var b []byte
 	if m.legacy {
-		n += 3
+		blk := new(headerBlock[[6]string])
+		vals, b = blk.vals[:n+3], blk.buf[:0]
+	} else {
+		blk := new(headerBlock[[3]string])
+		vals, b = blk.vals[:n], blk.buf[:0]
 	}
-	vals := make([]string, n)
+	win := &p.windows[w]
+	b = append(b, win.prefix...)
+	r0 := len(b)
+	b = strconv.AppendInt(b, sfCount(d.Remaining), 10)
+	r1 := len(b)
+	b = append(b, ";t="...)
+	t0 := len(b)
+	b = strconv.AppendInt(b, t, 10)
+	// The block's bytes (or, past them, the array append grew) are never
+	// written again: they are the string's from here on.
+	s := unsafe.String(unsafe.SliceData(b), len(b))
+	remaining, reset := s[r0:r1], s[t0:]
+
 	set := func(i int, name, v string) int {
 		vals[i] = v
 		h[name] = vals[i : i+1 : i+1]

@@ -26,9 +26,9 @@ import (
 // The middleware is safe for concurrent use and may wrap any number of
 // handlers, which then share the limiter's buckets. A nil handler is
 // wrapped as http.DefaultServeMux, as http.Server treats it. For a known key
-// and the default options, it adds two allocations per request (the two
-// header values) to what the limiter itself costs; a tier option adds none
-// for a tier the limiter has, and WithRefunds adds three.
+// it adds one allocation per request (the header values, with or without
+// WithLegacyHeaders or WithShadow) to what the limiter itself costs; a tier
+// option adds none for a tier the limiter has, and WithRefunds adds three.
 //
 // New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil,
 // or holds a nil pointer (or other nil value) of a limiter type, such as

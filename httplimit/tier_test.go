@@ -402,7 +402,7 @@ func policyStore(t *testing.T, limit keyrate.Limit, opts ...keyrate.Option) keyr
 }
 
 // TestTierAllocs: naming a tier the limiter has costs no allocation
-// beyond the middleware's two header values, for a one-window and a
+// beyond the middleware's one (the header values), for a one-window and a
 // two-window policy alike, and so does a policy change once its fields
 // are rebuilt; WithRefunds adds at most three.
 func TestTierAllocs(t *testing.T) {
