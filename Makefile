@@ -84,8 +84,10 @@ benchrace:
 	$(GO) test -race -run '^$$' -bench . -benchtime 1x $(PKGS)
 
 # The benchmark matrix (see bench/run.sh). make bench and make report FULL=1
-# run the full one: -count 10 at -cpu 1, 2, 4, ... up to twice the CPUs,
-# 150ms a benchmark (about 21 minutes for BenchmarkAllow and 4 for
+# run the full one: -count 10 at -cpu 1, 2, 4, ... up to four times the
+# CPUs (so that the charts show how each store degrades when goroutines
+# outnumber cores), 150ms a benchmark (about 28 minutes for BenchmarkAllow
+# on 2 shared cores, an estimate from the 21 it took up to twice, and 4 for
 # BenchmarkMemory on 2 shared cores, plus BenchmarkRedis when redis-server is
 # installed); make report runs a quick one (-count 6 at -cpu 1,2, 20ms a
 # benchmark: about 6 minutes on 2 cores, most of it building million-key

@@ -2,7 +2,7 @@
 # run.sh OUT COUNT BENCHTIME CPUS runs keyrate's benchmarks and saves what
 # "keyrate report" reads: the raw output in OUT/bench.txt and the machine's
 # facts, with the exact command, in OUT/machine.txt. CPUS is a -cpu list, or
-# "auto" for 1, 2, 4, ... up to twice the machine's CPUs. Used by the bench
+# "auto" for 1, 2, 4, ... up to four times the machine's CPUs. Used by the bench
 # and report targets of the Makefile.
 set -euo pipefail
 if [ $# -ne 4 ]; then
@@ -14,7 +14,7 @@ go=${GO:-go}
 cores=$(getconf _NPROCESSORS_ONLN)
 if [ "$cpus" = auto ]; then
 	cpus=1
-	for ((c = 2; c <= 2 * cores; c *= 2)); do cpus="$cpus,$c"; done
+	for ((c = 2; c <= 4 * cores; c *= 2)); do cpus="$cpus,$c"; done
 fi
 model=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' ||
 	sysctl -n machdep.cpu.brand_string 2>/dev/null || echo unknown)

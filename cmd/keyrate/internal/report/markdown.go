@@ -124,15 +124,39 @@ func (m *md) machine() {
 	m.p("The load averages are the whole machine's before and after the run: on a shared machine other work competes with the benchmarks, so compare subjects measured in this one run, not absolute times across runs.\n")
 }
 
-// fastest returns the store with the lowest median ns/op on wl at procs,
-// the runner-up, and whether the runner-up is statistically tied with it.
+// floorNote says what the floor baseline is, and what it is not.
+const floorNote = "`floor` (a yardstick, not a limiter: one clock read, one map load and one unconditional CAS per call, with no arithmetic and no retry; not a lower bound, since a store that writes nothing on a deny or meets less contention on its CAS can take less time)"
+
+// variantNotes says, per variant key of a subject name ("clock=coarse" in
+// "atomic/clock=coarse"), what the option is and what it costs besides
+// time: the summary never names a variant without it.
+var variantNotes = map[string]string{
+	"clock=coarse": "the store reading a `clock.NewCoarse` cached clock, which saves a clock read per call but lags real time by up to its resolution (1 ms by default): over any window of length T a key may be admitted up to Rate·lag/Per more than the limit",
+	"keys=hashed":  "the store with `keyrate.WithHashedKeys`, keeping a 64-bit hash of each key instead of the key: two keys whose hashes collide (about n²/2⁶⁵ for n keys) share one bucket, which can only deny them more",
+}
+
+// plainStores returns the stores measured as New builds them by default:
+// the subjects that are neither baselines nor variants of a store.
+func (s *Set) plainStores() []string {
+	var out []string
+	for _, st := range s.stores() {
+		if !strings.Contains(st, "/") {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// fastest returns the plain store with the lowest median ns/op on wl at
+// procs, the runner-up, and whether the runner-up is statistically tied
+// with it.
 func (s *Set) fastest(wl string, procs int) (best, next string, tie benchmath.Comparison, ok bool) {
 	type entry struct {
 		name string
 		ns   float64
 	}
 	var es []entry
-	for _, st := range s.stores() {
+	for _, st := range s.plainStores() {
 		if ns, found := s.Median(allow(st, wl, procs, unitNs)); found {
 			es = append(es, entry{st, ns})
 		}
@@ -164,7 +188,7 @@ func (m *md) summary() {
 	}
 	top := fit[len(fit)-1]
 	m.p("## Summary: which store to pick\n")
-	m.p("Written by the generator from the medians at -cpu %d (the most cores this machine has without oversubscribing it), with a Mann-Whitney U test between the two fastest stores.\n", top)
+	m.p("Written by the generator from the medians at -cpu %d (the most cores this machine has without oversubscribing it), with a Mann-Whitney U test between the two fastest stores. It compares the stores as `New` builds them by default; options measured beside them follow, each with what it costs besides time.\n", top)
 	wins := map[string]int{}
 	for _, wl := range s.Workloads {
 		best, next, cmp, ok := s.fastest(wl, top)
@@ -175,10 +199,10 @@ func (m *md) summary() {
 		ns, _ := s.Median(allow(best, wl, top, unitNs))
 		line := fmt.Sprintf("- **%s**: `%s`, %s ns/op", wl, best, fmtNum(ns))
 		if x, ok := s.ratio(allow(xrate, wl, top, unitNs), allow(best, wl, top, unitNs)); ok {
-			line += fmt.Sprintf(", %.2f× faster than xrate", x)
+			line += fmt.Sprintf(", %s than xrate", fmtSpeed(x))
 		}
 		if f, ok := s.ratio(allow(best, wl, top, unitNs), allow(floor, wl, top, unitNs)); ok {
-			line += fmt.Sprintf(", %.2f× floor", f)
+			line += fmt.Sprintf(", %.2f× floor's time", f)
 		}
 		if next != "" {
 			nextNs, _ := s.Median(allow(next, wl, top, unitNs))
@@ -193,13 +217,7 @@ func (m *md) summary() {
 		}
 		m.p("%s.", line)
 	}
-	var leanest string
-	var leanBytes float64
-	for _, st := range s.stores() {
-		if b, ok := s.Median(Cell{Bench: benchMemory, Subject: st, Procs: s.memoryProcs(st), Unit: unitKey}); ok && (leanest == "" || b < leanBytes) {
-			leanest, leanBytes = st, b
-		}
-	}
+	leanest, leanBytes := s.leanest(s.plainStores())
 	m.p("")
 	if len(wins) > 0 {
 		type w struct {
@@ -207,7 +225,7 @@ func (m *md) summary() {
 			n    int
 		}
 		var ws []w
-		for _, st := range s.stores() {
+		for _, st := range s.plainStores() {
 			if wins[st] > 0 {
 				ws = append(ws, w{st, wins[st]})
 			}
@@ -224,7 +242,7 @@ func (m *md) summary() {
 	}
 	if len(wins) > 0 && leanest != "" {
 		fastest := ""
-		for _, st := range s.stores() {
+		for _, st := range s.plainStores() {
 			if fastest == "" || wins[st] > wins[fastest] {
 				fastest = st
 			}
@@ -235,7 +253,70 @@ func (m *md) summary() {
 			m.p("\nIn short: `%s` where time per call matters most, `%s` where memory per key does.", fastest, leanest)
 		}
 	}
+	m.variants(top)
 	m.p("")
+}
+
+// leanest returns the store of stores with the fewest bytes per key in
+// BenchmarkMemory, and that figure; "" if none was measured.
+func (s *Set) leanest(stores []string) (string, float64) {
+	var leanest string
+	var leanBytes float64
+	for _, st := range stores {
+		if b, ok := s.Median(Cell{Bench: benchMemory, Subject: st, Procs: s.memoryProcs(st), Unit: unitKey}); ok && (leanest == "" || b < leanBytes) {
+			leanest, leanBytes = st, b
+		}
+	}
+	return leanest, leanBytes
+}
+
+// variants writes, for each variant of a store the set measured (a
+// subject "store/key=value"), what the option is and costs, and how its
+// time per call at -cpu top and its memory compare with the plain store's.
+func (m *md) variants(top int) {
+	s := m.s
+	first := true
+	for _, subj := range s.stores() {
+		base, variant, ok := strings.Cut(subj, "/")
+		if !ok {
+			continue
+		}
+		if first {
+			m.p("\nOptions measured beside the stores:\n")
+			first = false
+		}
+		note := variantNotes[variant]
+		if note == "" {
+			note = fmt.Sprintf("`%s` with the option `%s`", base, variant)
+		}
+		line := fmt.Sprintf("- `%s`: %s.", subj, note)
+		var lo, hi float64
+		n := 0
+		for _, wl := range s.Workloads {
+			if x, ok := s.ratio(allow(base, wl, top, unitNs), allow(subj, wl, top, unitNs)); ok {
+				if n == 0 || x < lo {
+					lo = x
+				}
+				if n == 0 || x > hi {
+					hi = x
+				}
+				n++
+			}
+		}
+		if n > 0 {
+			line += fmt.Sprintf(" At -cpu %d, against `%s` (ratio of medians): from %s to %s over %d workloads", top, base, fmtSpeed(lo), fmtSpeed(hi), n)
+			if lo == hi {
+				line = strings.TrimSuffix(line, fmt.Sprintf(": from %s to %s over %d workloads", fmtSpeed(lo), fmtSpeed(hi), n)) + ": " + fmtSpeed(lo)
+			}
+			line += "."
+		}
+		vb, okV := s.Median(Cell{Bench: benchMemory, Subject: subj, Procs: s.memoryProcs(subj), Unit: unitKey})
+		bb, okB := s.Median(Cell{Bench: benchMemory, Subject: base, Procs: s.memoryProcs(base), Unit: unitKey})
+		if okV && okB {
+			line += fmt.Sprintf(" Memory: %.1f B/key against %.1f.", vb, bb)
+		}
+		m.p("%s", line)
+	}
 }
 
 func (m *md) targets() {
@@ -265,7 +346,7 @@ func (m *md) targets() {
 func (m *md) ratios() {
 	s := m.s
 	m.p("## Each store against the baselines\n")
-	m.p("Median ns/op of the store divided by that of `floor` (the least work any per-key limiter must do: a clock read, a map load, a CAS) and of `xrate` (one x/time/rate Limiter per key in an xsync.MapOf). Lower is better: 1.10× floor is 10%% above the floor; 0.40× xrate is 2.5 times as fast as xrate.\n")
+	m.p("Median ns/op of the store divided by that of %s and of `xrate` (one x/time/rate Limiter per key in an xsync.MapOf, what users write by hand). Lower is better: 1.10× floor takes 10%% more time than floor; 0.40× xrate is 2.5× faster than xrate.\n", floorNote)
 	stores := s.stores()
 	for _, p := range s.Procs {
 		m.p("### %s\n", m.procsLabel(p))
@@ -547,6 +628,20 @@ func fmtNum(v float64) string {
 		return fmt.Sprintf("%.2f", v)
 	default:
 		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+// fmtSpeed words x, a baseline's time divided by a subject's, as the
+// subject's speed: "1.25× faster" for x = 1.25, "1.25× slower" for x = 0.8,
+// "as fast" when they round to the same (never "0.80× faster").
+func fmtSpeed(x float64) string {
+	switch {
+	case fmt.Sprintf("%.2f", x) == "1.00" || fmt.Sprintf("%.2f", 1/x) == "1.00":
+		return "as fast"
+	case x > 1:
+		return fmt.Sprintf("%.2f× faster", x)
+	default:
+		return fmt.Sprintf("%.2f× slower", 1/x)
 	}
 }
 

@@ -254,7 +254,7 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 	Markdown(&buf, fixture(t))
 	md := buf.String()
 	for _, want := range []string{
-		"- **hotkey**: `atomic`, 114.5 ns/op, 3.53× faster than xrate, 1.10× floor; next is `striped`, 144.5 ns/op (p=0.000 n=10).",
+		"- **hotkey**: `atomic`, 114.5 ns/op, 3.53× faster than xrate, 1.10× floor's time; next is `striped`, 144.5 ns/op (p=0.000 n=10).",
 		"Fastest at -cpu 2, by workload count: `atomic` on 6 of 6 workloads.",
 		"Leanest in memory: `striped`, 60.0 B/key with a million 16-byte keys.",
 		"In short: `atomic` where time per call matters most, `striped` where memory per key does.",

@@ -221,7 +221,7 @@ func (s *Set) xrateSpeedup(wls []string, speedup float64) Verdict {
 			}
 		}
 		if measured {
-			c.add(worst >= speedup, "%s: at least %.2f× faster (least on %s)", st, worst, where)
+			c.add(worst >= speedup, "%s: %s than xrate at worst (on %s)", st, fmtSpeed(worst), where)
 		}
 	}
 	return c.done()
