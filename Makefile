@@ -34,11 +34,12 @@ FUZZ_EXECS_DEFAULT := 50000
 # minimizing one input.
 FUZZMINIMIZETIME   ?= 1000x
 
-.PHONY: test vet fmtcheck tidycheck depcheck race fuzz benchrace bench report
+.PHONY: test vet fmtcheck tidycheck depcheck readmecheck race fuzz benchrace bench report readme
 
-## test: formatting, tidy go.mod files, the core's dependency count, vet,
-## every module's suite under the race detector, short fuzzing
-test: fmtcheck tidycheck depcheck vet race benchrace fuzz
+## test: formatting, tidy go.mod files, the core's dependency count, the
+## committed report and README figures up to date, vet, every module's
+## suite under the race detector, short fuzzing
+test: fmtcheck tidycheck depcheck readmecheck vet race benchrace fuzz
 
 fmtcheck:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -117,3 +118,26 @@ bench:
 report:
 	GO=$(GO) bench/run.sh $(BENCH_OUT) $(BENCH_ARGS)
 	$(GO) run ./cmd/keyrate report -o $(REPORT_DIR) $(BENCH_OUT)
+
+# The committed benchmark report (REPORT_DOC) and the raw results it is
+# generated from (REPORT_SET). README.md quotes its figures only in a block
+# that keyrate report -readme writes, so that they cannot go stale: after a
+# new full run (make bench), point these at it and run make readme.
+REPORT_SET := bench/results/2026-11-22-vm
+REPORT_DOC := docs/benchmarks-2026-11-22
+
+## readme: regenerate the committed report from REPORT_SET, and README.md's
+## figures from it
+readme:
+	$(GO) run ./cmd/keyrate report -o $(REPORT_DOC) -readme README.md $(REPORT_SET)
+
+## readmecheck: fails if make readme would change the committed report or
+## README.md (the report generator changed, or someone edited its output)
+readmecheck:
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cp README.md "$$tmp/README.md"; \
+	$(GO) run ./cmd/keyrate report -o "$$tmp/$(REPORT_DOC)" -readme "$$tmp/README.md" $(REPORT_SET) >/dev/null; \
+	if ! diff -r $(REPORT_DOC) "$$tmp/$(REPORT_DOC)" >/dev/null || ! diff -u README.md "$$tmp/README.md"; then \
+		echo "readmecheck: $(REPORT_DOC) or README.md is not what make readme generates from $(REPORT_SET): run make readme"; \
+		exit 1; \
+	fi

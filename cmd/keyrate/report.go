@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/keyrate/keyrate/cmd/keyrate/internal/report"
 )
@@ -20,7 +22,7 @@ func init() {
 }
 
 // reportHelp is the text of "keyrate report -h", before the flag list.
-const reportHelp = `usage: keyrate report [-o dir] results [after]
+const reportHelp = `usage: keyrate report [-o dir] [-readme file] results [after]
 
 Report reads the raw output of keyrate's benchmarks (package bench) and
 writes a markdown report, README.md, and one SVG throughput chart per
@@ -32,6 +34,13 @@ results is a directory holding bench.txt and machine.txt, as "make bench"
 writes them under bench/results/, or a raw output file. Given a second set,
 after, the report is on after and adds before/after deltas with p-values.
 
+With -readme, the block of file between the lines
+` + report.ReadmeBegin + `
+and
+` + report.ReadmeEnd + `
+is replaced by a paragraph of the report's figures that links to it, so
+that a README quotes only numbers the report computed.
+
 `
 
 // runReport is the report subcommand. It returns 0 on success, 1 if
@@ -39,6 +48,7 @@ after, the report is on after and adds before/after deltas with p-values.
 func runReport(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("keyrate report", flag.ContinueOnError)
 	out := fs.String("o", "docs/report", "the `dir`ectory to write the report into")
+	readme := fs.String("readme", "", "a markdown `file` whose marked block to replace with the report's figures")
 	if err := parseFlags(fs, args, reportHelp, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -64,5 +74,32 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, report.ReportFile))
+	if *readme != "" {
+		if err := updateReadme(*readme, *out, sets[len(sets)-1]); err != nil {
+			fmt.Fprintf(stderr, "keyrate report: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "updated %s\n", *readme)
+	}
 	return 0
+}
+
+// updateReadme replaces the marked block of the markdown file readme with
+// the brief of s, linking to its report in dir.
+func updateReadme(readme, dir string, s *report.Set) error {
+	link, err := filepath.Rel(filepath.Dir(readme), filepath.Join(dir, report.ReportFile))
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(readme)
+	if err != nil {
+		return err
+	}
+	var brief strings.Builder
+	report.Brief(&brief, filepath.ToSlash(link), s)
+	updated, err := report.UpdateReadme(old, brief.String())
+	if err != nil {
+		return fmt.Errorf("%s: %w", readme, err)
+	}
+	return os.WriteFile(readme, updated, 0o644)
 }

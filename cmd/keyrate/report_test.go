@@ -6,6 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyrate/keyrate/cmd/keyrate/internal/report"
 )
 
 // reportInput is a minimal result set: two subjects, one workload, one core
@@ -69,7 +74,43 @@ func TestReportHelp(t *testing.T) {
 	if code := run([]string{"report", "-h"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	if !strings.HasPrefix(stdout.String(), "usage: keyrate report [-o dir] results [after]\n") {
+	if !strings.HasPrefix(stdout.String(), "usage: keyrate report [-o dir] [-readme file] results [after]\n") {
 		t.Errorf("help starts %q", stdout.String())
 	}
+}
+
+// TestReportReadme: -readme replaces the README's marked block, and only
+// it, with a paragraph of the report's figures that links to the report.
+func TestReportReadme(t *testing.T) {
+	in := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(in, "bench.txt"), []byte(reportInput), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(in, "machine.txt"), []byte("cores: 2\ncommit: abc1234\n"), 0o644))
+	root := t.TempDir()
+	readme := filepath.Join(root, "README.md")
+	before := "# project\n\nIntro.\n\n" + report.ReadmeBegin + "\nstale figures\n" + report.ReadmeEnd + "\n\nMore.\n"
+	require.NoError(t, os.WriteFile(readme, []byte(before), 0o644))
+	out := filepath.Join(root, "docs", "bench")
+
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run([]string{"report", "-o", out, "-readme", readme, in}, nil, &stdout, &stderr), "stderr: %s", stderr.String())
+	assert.Contains(t, stdout.String(), "updated "+readme)
+	got, err := os.ReadFile(readme)
+	require.NoError(t, err)
+	md := string(got)
+	assert.True(t, strings.HasPrefix(md, "# project\n\nIntro.\n\n"+report.ReadmeBegin+"\n"), "the text before the block is kept:\n%s", md)
+	assert.True(t, strings.HasSuffix(md, report.ReadmeEnd+"\n\nMore.\n"), "and the text after it:\n%s", md)
+	assert.NotContains(t, md, "stale figures")
+	assert.Contains(t, md, "**Latest full report: [docs/bench](docs/bench/README.md)** — 2 CPUs, commit abc1234;")
+	assert.Contains(t, md, "`atomic` 41.00 ns/op on `hotkey` (2.49× faster than `xrate`)")
+
+	// Run again: the same README.
+	require.Equal(t, 0, run([]string{"report", "-o", out, "-readme", readme, in}, nil, &stdout, &stderr))
+	again, err := os.ReadFile(readme)
+	require.NoError(t, err)
+	assert.Equal(t, md, string(again), "regenerating changes nothing")
+
+	require.NoError(t, os.WriteFile(readme, []byte("# no markers\n"), 0o644))
+	stderr.Reset()
+	assert.Equal(t, 1, run([]string{"report", "-o", out, "-readme", readme, in}, nil, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "has no")
 }
