@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -68,7 +69,7 @@ func ByPeer() Option {
 // keyrate.ErrInvalidOption.
 func ByMetadata(name string) Option {
 	return func(c *config) {
-		if name == "" || len(name) > 4 && name[len(name)-4:] == "-bin" {
+		if name == "" || strings.HasSuffix(strings.ToLower(name), "-bin") {
 			c.fail(fmt.Errorf("%w: grpclimit.ByMetadata(%q): not a text metadata key", keyrate.ErrInvalidOption, name))
 			return
 		}

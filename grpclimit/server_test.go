@@ -319,6 +319,7 @@ func TestNewErrors(t *testing.T) {
 		{"ByFunc(nil)", store, []grpclimit.Option{grpclimit.ByFunc(nil)}},
 		{"ByMetadata empty", store, []grpclimit.Option{grpclimit.ByMetadata("")}},
 		{"ByMetadata binary", store, []grpclimit.Option{grpclimit.ByMetadata("key-bin")}},
+		{"ByMetadata binary, upper case", store, []grpclimit.Option{grpclimit.ByMetadata("Key-BIN")}},
 		{"WithNoKeyCode(OK)", store, []grpclimit.Option{grpclimit.WithNoKeyCode(codes.OK)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
