@@ -22,9 +22,10 @@
 // atomic/clock=coarse (atomicbucket reading a clock.Coarse), and two
 // baselines measured in the same run:
 //
-//   - floor: not a limiter but the least work any per-key limiter must do:
-//     one monotonic clock read, one xsync.MapOf load of an existing key and
-//     one compare-and-swap on a uint64;
+//   - floor: a yardstick, not a limiter and not a lower bound: one
+//     monotonic clock read, one xsync.MapOf load of an existing key and one
+//     unconditional compare-and-swap on a uint64 (a store that writes
+//     nothing on a deny can take less);
 //   - xrate: one golang.org/x/time/rate.Limiter per key in an xsync.MapOf,
 //     got or created with LoadOrCompute: what users write by hand today.
 //

@@ -9,11 +9,12 @@ import (
 	"github.com/keyrate/keyrate/clock"
 )
 
-// floor is the yardstick, not a limiter: the least work any per-key limiter
-// must do per call. It reads the monotonic clock once, loads the key's word
+// floor is a yardstick, not a limiter, and not a lower bound: what a
+// per-key limiter typically does per call, with nothing else. It reads the monotonic clock once, loads the key's word
 // from an xsync.MapOf (creating it on first use, as every store must) and
 // tries one compare-and-swap on it, with no retry and no arithmetic. It
-// "allows" when its swap succeeds.
+// "allows" when its swap succeeds. A store that writes nothing on a deny,
+// or meets less contention on its compare-and-swap, can take less time.
 type floor struct {
 	clock clock.Clock
 	words *xsync.MapOf[string, *atomic.Uint64]

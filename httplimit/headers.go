@@ -63,11 +63,21 @@ func newPolicyFields(name, decision string, limits []keyrate.Limit) *policyField
 		field = append(field, ";q="...)
 		field = append(field, burst...)
 		field = append(field, ";w="...)
-		field = strconv.AppendInt(field, max(ceilSeconds(l.FillTime()), 1), 10)
+		field = strconv.AppendInt(field, max(ceilSeconds(quotaWindow(l)), 1), 10)
 		p.windows[i] = windowFields{prefix: string(item) + ";r=", burst: burst}
 	}
 	p.field = string(field)
 	return p
+}
+
+// quotaWindow returns the time window of l's quota, the w of its
+// RateLimit-Policy item: the time an empty token bucket takes to fill
+// (its Burst comes back in that time), and a window algorithm's window.
+func quotaWindow(l keyrate.Limit) time.Duration {
+	if l.Algorithm.Windowed() {
+		return l.Per
+	}
+	return l.FillTime()
 }
 
 // matches reports whether p describes d's window: made for d's policy,
