@@ -136,8 +136,10 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (state
 		b.mu.Unlock()
 		return 0, false, true
 	}
-	next, ok := r.ReserveBucket(b.b.First, now, cost, wait)
-	if r.Algorithm() != keyrate.TokenBucket {
+	var next keyrate.State
+	if r.Algorithm() == keyrate.TokenBucket { // its arithmetic, inlined
+		next, ok = r.ReserveBucket(b.b.First, now, cost, wait)
+	} else {
 		next, ok = r.Reserve(b.b.First, now, cost, wait)
 	}
 	b.b.First = next

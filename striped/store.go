@@ -179,7 +179,7 @@ func (s *Store) Allow(key string) bool {
 		return true
 	}
 	h := maphash.String(s.seed, key)
-	if rs.OneBucket() { // the hot path: a known key
+	if rs.Len() == 1 { // the hot path: a known key
 		r := rs.Rule(0)
 		var ok, hit bool
 		if s.hashes != nil {
@@ -228,7 +228,7 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 		return rs.UnlimitedDecision(), nil
 	}
 	h := maphash.String(s.seed, key)
-	if rs.OneBucket() { // the hot path: a known key
+	if rs.Len() == 1 { // the hot path: a known key
 		r := rs.Rule(0)
 		now := r.Now()
 		var (
@@ -330,7 +330,7 @@ type front Store
 // ReserveOne is the known-key fast path. See sweep.Reserver.
 func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
-	if !rs.OneBucket() {
+	if rs.Len() != 1 {
 		return 0, 0, false, false
 	}
 	h := maphash.String(s.seed, key)

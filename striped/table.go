@@ -72,9 +72,15 @@ func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.D
 	if !found {
 		return sp.insert(s, key, rs, now, cost, wait) // unlocks
 	}
-	if e.Rules == rs && rs.OneBucket() { // the hot path
+	if e.Rules == rs && rs.Len() == 1 { // the hot path
 		r := rs.Rule(0)
-		next, ok := r.ReserveBucket(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
+		var next keyrate.State
+		var ok bool
+		if rs.OneBucket() { // the token bucket's arithmetic, inlined
+			next, ok = r.ReserveBucket(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
+		} else { // a window algorithm
+			next, ok = r.Reserve(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
+		}
 		if ok {
 			e.First = next
 			sp.m[key] = e
@@ -107,7 +113,12 @@ func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyr
 		sp.mu.Unlock()
 		return 0, false, false
 	}
-	next, ok := r.ReserveBucket(e.First, now, cost, wait)
+	var next keyrate.State
+	if rs.OneBucket() { // the token bucket's arithmetic, inlined
+		next, ok = r.ReserveBucket(e.First, now, cost, wait)
+	} else { // a window algorithm
+		next, ok = r.Reserve(e.First, now, cost, wait)
+	}
 	if ok {
 		e.First = next
 		sp.m[key] = e
