@@ -121,7 +121,10 @@ const DefaultEvictionGrace = time.Minute
 // The default is DefaultEvictionGrace; 0 evicts a bucket as soon as it is
 // full. Eviction stays exact whatever d is: only full buckets go, and a
 // full bucket decides as a new key does. A store full under WithMaxKeys
-// evicts any full bucket, as does an explicit Sweep.
+// evicts any full bucket, as does an explicit Sweep. A bucket's full time
+// is what its state records: a window algorithm's bucket refunded to
+// empty counts as full since its window began, and its grace may end up
+// to a window sooner.
 func WithEvictionGrace(d time.Duration) Option {
 	return func(s *Settings) {
 		if s.err != nil {

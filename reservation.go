@@ -154,6 +154,14 @@ func (r Reservation) End() State { return r.end }
 // little more than it could have been), never minted. A second Cancel, or
 // one after the slot, or of a reservation that is not OK, gives back
 // nothing. Cancel is the store's Cancel.
+//
+// Under a window algorithm, a reservation counted in a later window than
+// the current one moved the key's state to that window, and its state no
+// longer holds the current window's count: Cancel takes the cost back off
+// the later window but leaves the key there, so until that window starts
+// the key is refused what the current window could still have held. Only
+// requests of a smaller cost than the cancelled one can lose by it: one of
+// that cost or more would not have fitted in the current window either.
 func (r Reservation) Cancel() bool {
 	if !r.ok || r.lim == nil || r.rules == nil || r.slot <= r.t {
 		return false

@@ -171,6 +171,14 @@ func (rs *Rules) Reading(s []State) time.Duration {
 // forgotten. from and rs must share a clock
 // and an epoch (both compiled by one store).
 //
+// A window rule of the same algorithm and window length as window i of
+// from keeps that window's counts exactly (capped at its N). Any other
+// change carries the tokens owed from the later of t and the start of the
+// window a window rule's state has counted ahead (a reservation's), so
+// that what is promised to a later window stays counted there; a window
+// rule counts them from that instant's window, N to a window, spilling
+// into the windows after it.
+//
 // A key's state is carried over at its first request under rs, not when
 // rs was compiled: until then it refills at its old rates. (Carrying it
 // at the moment of a change would let a sweep that removed a bucket full
@@ -180,12 +188,10 @@ func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 		r := &rs.rules[i]
 		now := r.Ticks(t)
 		if i >= len(from.rules) {
-			into[i] = State(now)
+			into[i] = r.FullState(now)
 			continue
 		}
-		f := &from.rules[i]
-		num, den := f.Debt(s[i], f.Ticks(t))
-		into[i] = r.Carry(num, den, now)
+		into[i] = r.carryFrom(&from.rules[i], s[i], t)
 	}
 }
 

@@ -172,6 +172,9 @@ func (p *Rule) fits(e, prev, cur, cost uint64) bool {
 // state's) window, as cost ≤ N.
 func (p *Rule) earliest(s State, now, cost uint64) (slot, base, prev, cur uint64) {
 	base, e, prev, cur, _ := p.view(s, now)
+	if cost > p.n { // never: a slot past any reading (callers check the cost)
+		return maxTicks + p.fill + 1, base, prev, cur
+	}
 	for {
 		if at := p.fitsAt(e, prev, cur, cost); at < p.win {
 			return base*p.win + at, base, prev, cur
@@ -256,7 +259,12 @@ func (p *Rule) wRefund(s State, now uint64, cost int) State {
 	back := min(c, cur)
 	cur -= back
 	if p.alg == SlidingWindow {
-		prev -= min(c-back, prev)
+		more := min(c-back, prev)
+		prev -= more
+		back += more
+	}
+	if back == 0 {
+		return s // nothing counted that still weighs: as a new key's, unchanged
 	}
 	return p.pack(base, prev, cur)
 }
@@ -289,11 +297,52 @@ func (p *Rule) wCancel(s State, cost int) (State, bool) {
 }
 
 // wCarry returns the state at tick now of a key that lacks num/den tokens
-// (Debt), rounded up and capped at N, counted in now's window.
+// (Debt), rounded up, counted from now's window: N to a window, the rest
+// in the windows after it (a sliding window's previous window then counts
+// N too), as far as two windows past the clock range.
 func (p *Rule) wCarry(num, den, now uint64) State {
 	d := num / den
 	if num%den != 0 {
 		d++
 	}
-	return p.pack(now/p.win, 0, min(d, p.n))
+	base := now / p.win
+	if d <= p.n {
+		return p.pack(base, 0, d)
+	}
+	full := (d - 1) / p.n // the windows filled before the last
+	idx := min(base+full, p.lastWindow()+2)
+	return p.pack(idx, p.n, d-full*p.n)
 }
+
+// carryFrom returns the state under p of a key whose state under f, a
+// rule of the same store, was s, for a request at reading t (see
+// Rules.Carry).
+func (p *Rule) carryFrom(f *Rule, s State, t time.Duration) State {
+	fnow := f.Ticks(t)
+	if p.alg != TokenBucket && p.alg == f.alg && p.win == f.win {
+		// The same windows: keep the counts, capped at the new N.
+		idx, prev, cur := f.unpack(s)
+		return p.pack(min(idx, p.lastWindow()+2), min(prev, p.n), min(cur, p.n))
+	}
+	num, den := f.Debt(s, fnow)
+	from := fnow
+	if f.alg != TokenBucket {
+		if base, _, prev, cur, ahead := f.view(s, fnow); ahead {
+			// Counted in a later window (a reservation's): owe what it
+			// counts from that window's start.
+			from, num, den = base*f.win, prev+cur, 1
+		}
+	}
+	now := p.Ticks(t)
+	if from > fnow {
+		now = max(now, p.Ticks(f.reading(from)))
+	}
+	if p.alg == TokenBucket {
+		return p.Carry(num, den, now)
+	}
+	return p.wCarry(num, den, now)
+}
+
+// lastWindow returns the last window a reading of p counts in: the window
+// of the end of its clock range.
+func (p *Rule) lastWindow() uint64 { return uint64(p.maxNanos) / p.win }

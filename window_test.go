@@ -437,3 +437,18 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestWindowSlotForCostOverN checks that SlotFor and Reserve return for a
+// cost no window can hold (a precondition callers check), with a slot
+// past any reading.
+func TestWindowSlotForCostOverN(t *testing.T) {
+	for _, alg := range windowAlgorithms {
+		r := windowRule(t, keyrate.PerSecond(3).Using(alg))
+		if slot := r.SlotFor(0, 0, 4); slot < uint64(r.Range()) {
+			t.Errorf("%v: SlotFor(cost 4 > N 3) = %d, want past the clock range %d", alg, slot, uint64(r.Range()))
+		}
+		if _, ok := r.Reserve(0, 0, 4, 1<<62); ok {
+			t.Errorf("%v: Reserve of cost 4 > N 3 allowed", alg)
+		}
+	}
+}

@@ -151,7 +151,8 @@ func (r *refStore) bucket(key string, rs *keyrate.Rules, now time.Duration) []ke
 	switch {
 	case !ok:
 		for i := range s {
-			s[i] = keyrate.State(rs.Rule(i).Ticks(now))
+			r := rs.Rule(i)
+			s[i] = r.FullState(r.Ticks(now))
 		}
 	case b.rs == rs:
 		copy(s, b.s)

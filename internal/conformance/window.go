@@ -84,14 +84,19 @@ func (m *WindowModel) Earliest(t, c int64) int64 {
 	return lo
 }
 
-// Remaining returns the largest cost allowed at t, 0 if none.
+// Remaining returns the largest cost allowed at t, 0 if none (by binary
+// search: a cost allowed at t leaves every smaller one allowed).
 func (m *WindowModel) Remaining(t int64) int64 {
-	for k := m.N; k > 0; k-- {
-		if m.Allows(t, k) {
-			return k
+	lo, hi := int64(0), m.N
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if m.Allows(t, mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
 		}
 	}
-	return 0
+	return lo
 }
 
 // FullAt returns the tick from which the key is as a new one: the end of
