@@ -74,6 +74,7 @@ func BenchmarkRedis(b *testing.B) {
 				if err := op.call("warm"); err != nil { // loads the script
 					b.Fatal(err)
 				}
+				b.ReportAllocs()
 				latencies := make([][]time.Duration, clients)
 				var wg sync.WaitGroup
 				b.ResetTimer()

@@ -71,6 +71,11 @@ func WithHashTag() keyrate.Option {
 // WithTimeout bounds every call, from the first byte sent to the last one
 // read, retries included, to d, from 1µs to MaxTimeout. A call that runs out
 // of time gets the failure policy's answer. The default is DefaultTimeout.
+// (A call whose context is never cancelled, as with Allow and AllowN, waits
+// for a free connection of the pool, or between retries, up to the smaller
+// of d/8 and 1ms past d: its context's Done channel is shared with the
+// calls whose deadlines fall that close, which saves four allocations a
+// call. Reading a reply is bounded by d exactly.)
 //
 // The bound holds only if the client honours context deadlines, so New
 // requires a client built with ContextTimeoutEnabled: true.

@@ -30,7 +30,7 @@ const (
 	timeSourceTTL = time.Hour
 )
 
-// gcraScript is the one script every call runs: GCRA on a theoretical
+// gcraSource is the one script every call runs: GCRA on a theoretical
 // arrival time (TAT) per window of the key's policy, all or nothing, as
 // keyrate.Rules does in process, each window in integer ticks of 1/K µs.
 //
@@ -120,7 +120,7 @@ const (
 // Numbers go to redis.call through string.format('%.0f'), which is exact
 // below 2^53, never through Lua's number-to-string conversion (14
 // significant digits).
-var gcraScript = redis.NewScript(`
+const gcraSource = `
 
 local now = tonumber(ARGV[1])
 if now < 0 then
@@ -414,7 +414,10 @@ for i = 1, n do
 end
 if mode == 'R' then out[#out + 1] = now end
 return out
-`)
+`
+
+// gcraScript is gcraSource with its SHA1, which calls send (see call.go).
+var gcraScript = redis.NewScript(gcraSource)
 
 // units is a Limit compiled for the script: time in ticks of 1/k µs, with
 // the same token interval as keyrate.Rule, so that decisions are equal.
@@ -479,9 +482,10 @@ func (u units) desc() string {
 // plan is a policy compiled for the script: its descriptor and arguments,
 // and each window's units, to read the script's reply.
 type plan struct {
-	desc  string
-	args  []any // K, I, G and F of each window
-	units []units
+	desc    string
+	descArg any   // desc, boxed once for every call
+	args    []any // K, I, G and F of each window
+	units   []units
 	// local is the policy compiled for the store's local clock (the time
 	// source, or clock.System()): the Rules of the reservations made under
 	// it, on whose clock Reservation.Wait sleeps. Store.plan sets it.
@@ -507,6 +511,7 @@ func newPlan(p keyrate.Policy) (*plan, error) {
 		pl.args = append(pl.args, u.k, u.interval, u.g, u.fill)
 	}
 	pl.desc = strings.Join(desc, ",")
+	pl.descArg = pl.desc
 	return pl, nil
 }
 

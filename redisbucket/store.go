@@ -65,9 +65,12 @@ type Store struct {
 	// base is the descriptor of the window a one-window "a:b" value is
 	// under: window 0 of the default policy New compiled.
 	base     string
+	baseArg  any // base, boxed once for every call
 	set      settings
 	fallback *atomicbucket.Store // nil unless the policy is FallbackLocal
 	setMu    sync.Mutex          // serialises SetPolicy
+	// deadlines bounds each script call by the timeout.
+	deadlines *deadlines
 
 	// policyErr is PolicyCheck's answer: nil, or why New could not check
 	// the servers' maxmemory-policy.
@@ -147,10 +150,11 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		return nil, fmt.Errorf("%w: redisbucket.New: the client's ContextTimeoutEnabled is false, so no timeout could bound a call: set it in the client's options",
 			keyrate.ErrInvalidOption)
 	}
-	s := &Store{client: client, set: set}
+	s := &Store{client: client, set: set, deadlines: newDeadlines(set.timeout)}
 	if s.pols, s.base, err = compilePolicies(limit, common); err != nil {
 		return nil, err
 	}
+	s.baseArg = s.base
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
 			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
@@ -457,14 +461,19 @@ func (s *Store) evalMode(parent context.Context, key string, rs *keyrate.Rules, 
 // the Redis key rkey under p, bounded by parent and the store's timeout,
 // and returns its reply.
 func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
-	ctx, cancel := context.WithTimeout(parent, s.set.timeout)
+	ctx, cancel := s.deadlines.with(parent)
 	defer cancel()
-	now, minTTL := "-1", "0" // the server's TIME
+	var now, minTTL any = "-1", "0" // the server's TIME
 	if ts := s.set.timeSource; ts != nil {
-		now, minTTL = strconv.FormatInt(micros(ts.Now()), 10), timeSourceTTLArg
+		now, minTTL = micros(ts.Now()), timeSourceTTLArg
 	}
-	args := append(make([]any, 0, 6+len(p.args)), now, cost, minTTL, p.desc, s.base, mode)
-	return gcraScript.Run(ctx, s.client, []string{rkey}, append(args, p.args...)...).Int64Slice()
+	var m any = ""
+	if mode != "" {
+		m = mode
+	}
+	bp := argPool.Get().(*[]any)
+	args := append((*bp)[:0], "evalsha", scriptSHA, 1, rkey, now, cost, minTTL, p.descArg, s.baseArg, m)
+	return call(ctx, s.client, bp, append(args, p.args...))
 }
 
 // fail counts a failed round trip, reports it to the callback, and returns

@@ -1,0 +1,50 @@
+package redisbucket_test
+
+import (
+	"testing"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/racetest"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+// maxAllowAllocs bounds the allocations of one AllowN that Redis answers
+// (issue 13: at most 8; the previous version made 24): the call's
+// context, the Redis key and its boxing, go-redis's command and reply,
+// and go-redis's own health check of the pooled connection (3, which an
+// EVALSHA of an empty script makes too).
+const maxAllowAllocs = 8
+
+// TestAllowAllocs: an AllowN that Redis answers, allowed or denied,
+// allocates at most maxAllowAllocs times on average, with the background
+// context that Allow and AllowN use.
+func TestAllowAllocs(t *testing.T) {
+	if racetest.Enabled {
+		t.Skip("the race detector drops sync.Pool entries at random, so allocation counts vary under it")
+	}
+	client := newClient(t, server(t).Addr())
+	s := mustNew(t, client, keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
+		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
+	tight := mustNew(t, client, keyrate.PerHour(1).WithBurst(1),
+		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
+	tight.Allow("k") // empties the bucket: every call below is denied
+	for _, c := range []struct {
+		name  string
+		store *redisbucket.Store
+		want  bool
+	}{{"allowed", s, true}, {"denied", tight, false}} {
+		c.store.Allow("k") // loads the script, warms the pool
+		var failed bool
+		n := testing.AllocsPerRun(200, func() {
+			if d, err := c.store.AllowN("k", 1); err != nil || d.Allowed != c.want {
+				failed = true
+			}
+		})
+		if failed {
+			t.Fatalf("%s: AllowN did not answer Allowed=%v without error", c.name, c.want)
+		}
+		if n > maxAllowAllocs {
+			t.Errorf("%s: AllowN allocates %v times per call; want at most %d", c.name, n, maxAllowAllocs)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package redisbucket
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+)
+
+// A call is one EVALSHA of gcraScript, sent as a redis.IntSliceCmd through
+// the client's Process: the reply's integers are read straight into an
+// []int64, with none of redis.Script.Run's boxing of each one into an
+// interface, and the arguments are built in a reused buffer of
+// pre-converted values (the script's SHA, each plan's descriptor and
+// windows), so that a call allocates little beyond what go-redis itself
+// does (see BenchmarkRedis).
+
+// scriptSHA is the script's SHA1, boxed once for every call.
+var scriptSHA any = gcraScript.Hash()
+
+// maxArgs is the most arguments a call sends: EVALSHA, the SHA, the number
+// of keys, the key, six fixed arguments and four per window.
+const maxArgs = 4 + 6 + 4*keyrate.MaxLimits
+
+// argPool holds argument buffers of capacity maxArgs. A buffer goes back
+// once Process has returned: go-redis reads a command's arguments only
+// while it sends it (a hook that keeps a command past its return, to read
+// its arguments later, would read another call's).
+var argPool = sync.Pool{New: func() any {
+	b := make([]any, 0, maxArgs)
+	return &b
+}}
+
+// call sends args, a buffer from argPool that begins with "evalsha",
+// scriptSHA, 1 and the key, through c, bounded by ctx; it sends them again
+// as EVAL of the script's source if the server answers NOSCRIPT (which
+// loads the script there). It returns the reply's integers, and the buffer
+// to the pool.
+func call(ctx context.Context, c redis.UniversalClient, bp *[]any, args []any) ([]int64, error) {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	err := c.Process(ctx, cmd)
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		args[0], args[1] = "eval", gcraSource
+		cmd = redis.NewIntSliceCmd(ctx, args...)
+		err = c.Process(ctx, cmd)
+	}
+	clear(args) // drops the references the buffer holds
+	*bp = args[:0]
+	argPool.Put(bp)
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
+}

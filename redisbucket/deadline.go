@@ -1,0 +1,94 @@
+package redisbucket
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// deadlines gives each call a context that ends at its timeout, more
+// cheaply than context.WithTimeout: a call whose context is never
+// cancelled (context.Background(), as Allow and AllowN use, or any context
+// whose Done is nil) gets a timeoutCtx, one allocation, whose Done channel
+// it shares with every call whose deadline falls in the same short span (a
+// slot). context.WithTimeout costs five allocations and a timer per call.
+//
+// A slot's channel closes at the slot's end, which is at or after each of
+// its calls' deadlines and at most the store's granularity after (the
+// smaller of timeout/8 and 1ms). Deadline reports each call's own
+// deadline, exactly: it is what bounds go-redis's socket reads and writes
+// (ContextTimeoutEnabled), so a reply is never awaited past it; only what
+// selects on Done (a wait for a free connection in the pool, a back-off
+// between retries) can run up to the granularity past it.
+type deadlines struct {
+	timeout time.Duration
+	gran    time.Duration
+	cur     atomic.Pointer[slot] // the latest slot
+	mu      sync.Mutex           // serialises making a slot
+}
+
+// slot is one shared Done channel, closed at end.
+type slot struct {
+	end  time.Time
+	done chan struct{}
+}
+
+func newDeadlines(timeout time.Duration) *deadlines {
+	return &deadlines{timeout: timeout, gran: max(min(timeout/8, time.Millisecond), 1)}
+}
+
+// fits reports whether sl may serve a call with deadline d: it ends at or
+// after d, and at most the granularity after.
+func (ds *deadlines) fits(sl *slot, d time.Time) bool {
+	return sl != nil && !sl.end.Before(d) && sl.end.Sub(d) <= ds.gran
+}
+
+// slotFor returns a slot that fits deadline d, making one if the latest
+// does not.
+func (ds *deadlines) slotFor(d time.Time) *slot {
+	if sl := ds.cur.Load(); ds.fits(sl, d) {
+		return sl
+	}
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if sl := ds.cur.Load(); ds.fits(sl, d) {
+		return sl
+	}
+	sl := &slot{end: d.Add(ds.gran), done: make(chan struct{})}
+	time.AfterFunc(time.Until(sl.end), func() { close(sl.done) })
+	ds.cur.Store(sl)
+	return sl
+}
+
+// with returns parent bounded by the store's timeout, and the function
+// that releases it.
+func (ds *deadlines) with(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent.Done() != nil {
+		return context.WithTimeout(parent, ds.timeout)
+	}
+	d := time.Now().Add(ds.timeout)
+	return &timeoutCtx{Context: parent, deadline: d, slot: ds.slotFor(d)}, func() {}
+}
+
+// timeoutCtx is a context that is never cancelled but ends at its
+// deadline: Done is its slot's channel, and Err is
+// context.DeadlineExceeded once that is closed. Values are the parent's.
+type timeoutCtx struct {
+	context.Context // the parent, whose Done is nil
+	deadline        time.Time
+	slot            *slot
+}
+
+func (c *timeoutCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *timeoutCtx) Done() <-chan struct{} { return c.slot.done }
+
+func (c *timeoutCtx) Err() error {
+	select {
+	case <-c.slot.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
