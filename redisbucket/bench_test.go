@@ -22,8 +22,9 @@ var emptyScript = redis.NewScript("return 0")
 // BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
 // GCRA script, on the server's TIME, every call allowed so every call
 // writes) and AllowTier under a policy of two windows
-// (op=allow-windows=2) and Wait (op=wait: the script's reservation mode,
-// never needing to sleep) with an EVALSHA of an empty script
+// (op=allow-windows=2), Wait (op=wait: the script's reservation mode,
+// never needing to sleep) and AllowN on a key the deny cache denies
+// (op=deny-cached: no round trip) with an EVALSHA of an empty script
 // (op=evalsha-empty), at 1, 8 and 50 client goroutines sharing one pool,
 // each on its own key. Beside
 // ns/op (wall time over all goroutines) it reports each call's latency at
@@ -42,6 +43,15 @@ func BenchmarkRedis(b *testing.B) {
 	two, err := store.Tier("two")
 	if err != nil {
 		b.Fatal(err)
+	}
+	// cached denies every call of op=deny-cached from its deny cache: each
+	// goroutine's key is emptied here, and holds no token for an hour.
+	cached := mustNew(b, client, keyrate.PerHour(1).WithBurst(1), redisbucket.WithDenyCache(64),
+		redisbucket.WithPrefix(uniquePrefix(b)), redisbucket.WithTimeout(time.Second))
+	for _, key := range append([]string{"warm"}, benchKeys(50)...) {
+		if d, err := cached.AllowN(key, 1); err != nil || !d.Allowed {
+			b.Fatalf("AllowN(%q) on a new key = %+v, %v", key, d, err)
+		}
 	}
 	ops := []struct {
 		name string
@@ -64,6 +74,13 @@ func BenchmarkRedis(b *testing.B) {
 		{"wait", func(key string) error {
 			return store.Wait(context.Background(), key+"-wait", 1) // never sleeps: the limit allows every call
 		}},
+		{"deny-cached", func(key string) error {
+			d, err := cached.AllowN(key, 1)
+			if err == nil && d.Allowed {
+				err = fmt.Errorf("AllowN(%q) allowed on an empty bucket", key)
+			}
+			return err
+		}},
 		{"evalsha-empty", func(key string) error {
 			return emptyScript.Run(context.Background(), client, []string{key}).Err()
 		}},
@@ -75,6 +92,7 @@ func BenchmarkRedis(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
+				calls := cached.Stats().Calls
 				latencies := make([][]time.Duration, clients)
 				var wg sync.WaitGroup
 				b.ResetTimer()
@@ -85,7 +103,7 @@ func BenchmarkRedis(b *testing.B) {
 					}
 					lat := make([]time.Duration, n)
 					latencies[g] = lat
-					key := fmt.Sprint("bench-", g)
+					key := benchKeys(clients)[g]
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
@@ -101,6 +119,9 @@ func BenchmarkRedis(b *testing.B) {
 				}
 				wg.Wait()
 				b.StopTimer()
+				if op.name == "deny-cached" && cached.Stats().Calls != calls {
+					b.Fatalf("op=deny-cached sent %d calls to Redis; want none", cached.Stats().Calls-calls)
+				}
 				all := slices.Concat(latencies...)
 				if len(all) != b.N {
 					b.Fatalf("collected %d latencies for b.N = %d", len(all), b.N)
@@ -111,4 +132,13 @@ func BenchmarkRedis(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchKeys returns the keys of n benchmark goroutines, one each.
+func benchKeys(n int) []string {
+	keys := make([]string, n)
+	for g := range keys {
+		keys[g] = fmt.Sprint("bench-", g)
+	}
+	return keys
 }

@@ -100,6 +100,19 @@
 // version refund tokens promised to reservations: upgrade a fleet before
 // it waits.
 //
+// # The deny cache
+//
+// WithDenyCache (opt-in) keeps, for a bounded number of keys, the state
+// Redis answered for a key it denied (or left without a token to spare),
+// and denies the key's next requests in process, with no round trip,
+// until that state says the cost is there: under a flood on denied keys
+// Redis sees about one call per key per retry interval, and a request the
+// cache denies takes well under a microsecond and allocates nothing. It
+// never admits (every admission is Redis's), and it denies at most one
+// round trip's time longer than Redis would; a refund or change of policy
+// made by another process reaches it only when its state would allow the
+// request (see WithDenyCache). Stats.DeniedLocally counts its denials.
+//
 // # Redis must not evict buckets
 //
 // A bucket that Redis deletes before it is full again comes back full, so

@@ -27,7 +27,7 @@ func ExampleFailClosed() {
 	fmt.Printf("%+v\n", limiter.Stats())
 	// Output:
 	// false 1s true
-	// {Calls:1 Errors:1 Degraded:1 Malformed:0}
+	// {Calls:1 Errors:1 Degraded:1 Malformed:0 DeniedLocally:0}
 }
 
 // With no Redis to answer, a FallbackLocal store limits each process on its

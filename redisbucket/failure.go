@@ -87,4 +87,7 @@ type Stats struct {
 	// bucket's key that no Store writes (see ErrMalformedBucket) and
 	// answered as for an empty bucket.
 	Malformed uint64
+	// DeniedLocally is the number of requests the deny cache denied
+	// (see WithDenyCache), with no round trip: not counted in Calls.
+	DeniedLocally uint64
 }

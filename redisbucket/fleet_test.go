@@ -89,10 +89,25 @@ func storeFleet(t *testing.T, addr, prefix string, opts ...keyrate.Option) []all
 
 // TestFleetServerTime: four nodes hammer one key for about a second on the
 // server's clock and admit at most Burst + Rate·T/Per, T measured around
-// the whole run.
+// the whole run; without and with the deny cache.
 func TestFleetServerTime(t *testing.T) {
+	for _, c := range fleetOptions {
+		t.Run(c.name, func(t *testing.T) { fleetServerTime(t, c.opts...) })
+	}
+}
+
+// fleetOptions are the stores' options of each run of the fleet tests.
+var fleetOptions = []struct {
+	name string
+	opts []keyrate.Option
+}{
+	{"plain", nil},
+	{"deny-cache", []keyrate.Option{redisbucket.WithDenyCache(16)}},
+}
+
+func fleetServerTime(t *testing.T, opts ...keyrate.Option) {
 	srv := server(t)
-	fleet := storeFleet(t, srv.Addr(), uniquePrefix(t))
+	fleet := storeFleet(t, srv.Addr(), uniquePrefix(t), opts...)
 	const run = time.Second
 	begin := time.Now()
 	// Every goroutine makes at least one call, however late a busy machine
@@ -113,13 +128,18 @@ func TestFleetServerTime(t *testing.T) {
 const frozenCalls = 20
 
 // TestFleetFrozen: with time frozen (an explicit time source shared by the
-// fleet) the bound is exactly the burst, and the fleet admits exactly that.
+// fleet) the bound is exactly the burst, and the fleet admits exactly that,
+// without and with the deny cache.
 func TestFleetFrozen(t *testing.T) {
-	srv := server(t)
-	fleet := storeFleet(t, srv.Addr(), uniquePrefix(t), redisbucket.WithTimeSource(clock.NewManual(start)))
-	got := runFleet(t, fleet, "shared", func(call int) bool { return call >= frozenCalls })
-	if got != int64(fleetLimit.Burst) {
-		t.Fatalf("the fleet admitted %d with time frozen, want exactly the burst %d", got, fleetLimit.Burst)
+	for _, c := range fleetOptions {
+		t.Run(c.name, func(t *testing.T) {
+			srv := server(t)
+			fleet := storeFleet(t, srv.Addr(), uniquePrefix(t), append(c.opts, redisbucket.WithTimeSource(clock.NewManual(start)))...)
+			got := runFleet(t, fleet, "shared", func(call int) bool { return call >= frozenCalls })
+			if got != int64(fleetLimit.Burst) {
+				t.Fatalf("the fleet admitted %d with time frozen, want exactly the burst %d", got, fleetLimit.Burst)
+			}
+		})
 	}
 }
 

@@ -34,6 +34,7 @@ type settings struct {
 	timeSource clock.Clock // nil: the server's TIME
 	// evictionAllowed skips New's check of maxmemory-policy.
 	evictionAllowed bool
+	denyCache       int // keys of WithDenyCache; 0: none
 }
 
 func defaults() settings {

@@ -71,12 +71,13 @@ type Store struct {
 	setMu    sync.Mutex          // serialises SetPolicy
 	// deadlines bounds each script call by the timeout.
 	deadlines *deadlines
+	deny      *denyCache // nil without WithDenyCache
 
 	// policyErr is PolicyCheck's answer: nil, or why New could not check
 	// the servers' maxmemory-policy.
 	policyErr error
 
-	calls, errs, degraded, malformed atomic.Uint64
+	calls, errs, degraded, malformed, deniedLocally atomic.Uint64
 }
 
 var (
@@ -155,6 +156,9 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		return nil, err
 	}
 	s.baseArg = s.base
+	if set.denyCache > 0 {
+		s.deny = newDenyCache(set.denyCache)
+	}
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
 			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
@@ -300,11 +304,25 @@ func (s *Store) allow(ctx context.Context, key string, rs *keyrate.Rules, cost i
 	if err := ctx.Err(); err != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", err)
 	}
+	if s.deny != nil {
+		if d, ok := s.deny.deny(key, rs, cost, s.denyNow()); ok {
+			s.deniedLocally.Add(1)
+			return d, nil
+		}
+	}
 	var st [keyrate.MaxLimits]keyrate.State
 	n := rs.Len()
 	denied, err := s.eval(ctx, key, rs, cost, st[:n])
 	if err == nil {
-		return rs.Decide(st[:n], 0, cost, denied), nil
+		d := rs.Decide(st[:n], 0, cost, denied)
+		if s.deny != nil {
+			if denied >= 0 || d.Remaining == 0 {
+				s.deny.put(key, rs, st[:n], s.denyNow())
+			} else {
+				s.deny.drop(key)
+			}
+		}
+		return d, nil
 	}
 	if ctx.Err() != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err())
@@ -441,6 +459,9 @@ func (s *Store) evalMode(parent context.Context, key string, rs *keyrate.Rules, 
 	if extra == 1 {
 		now = res[len(res)-1]
 	}
+	if s.deny != nil && (cost < 0 || mode != "") {
+		s.deny.drop(key) // a refund or a reservation: the allow that called has its own
+	}
 	if bad {
 		s.malformed.Add(1)
 		if f := s.set.onError; f != nil {
@@ -485,6 +506,16 @@ func (s *Store) fail(err error) error {
 		f(err)
 	}
 	return err
+}
+
+// denyNow is the deny cache's reading of the local clock: the time
+// source's, truncated to a whole µs as the script reads it, or
+// clock.System()'s.
+func (s *Store) denyNow() time.Duration {
+	if ts := s.set.timeSource; ts != nil {
+		return time.Duration(micros(ts.Now())) * time.Microsecond
+	}
+	return clock.System().Now()
 }
 
 // timeSourceTTLArg is timeSourceTTL in ms, as the script's argument.
@@ -572,5 +603,6 @@ func (s *Store) scanPage(ctx context.Context, c redis.Cmdable, cursor uint64, pa
 
 // Stats returns the store's counts of Redis calls and failures so far.
 func (s *Store) Stats() Stats {
-	return Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load(), Malformed: s.malformed.Load()}
+	return Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load(), Malformed: s.malformed.Load(),
+		DeniedLocally: s.deniedLocally.Load()}
 }

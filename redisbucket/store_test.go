@@ -13,19 +13,29 @@ import (
 func TestConformance(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
-	conformance.Run(t, conformance.Store{
-		Remote:          true,
-		RejectsEmptyKey: true,
-		Resolution:      time.Microsecond,
-		New: func(t *testing.T, limit keyrate.Limit, clk *clock.Manual) (keyrate.Limiter, error) {
-			s, err := redisbucket.New(client, limit,
-				redisbucket.WithTimeSource(clk),
-				redisbucket.WithPrefix(uniquePrefix(t)),
-				redisbucket.WithTimeout(slowTimeout))
-			if err != nil {
-				return nil, err // a typed nil *Store would not compare equal to nil
-			}
-			return s, nil
-		},
-	})
+	for _, c := range []struct {
+		name string
+		opts []keyrate.Option
+	}{
+		{"plain", nil},
+		{"deny-cache", []keyrate.Option{redisbucket.WithDenyCache(1024)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conformance.Run(t, conformance.Store{
+				Remote:          true,
+				RejectsEmptyKey: true,
+				Resolution:      time.Microsecond,
+				New: func(t *testing.T, limit keyrate.Limit, clk *clock.Manual) (keyrate.Limiter, error) {
+					s, err := redisbucket.New(client, limit, append([]keyrate.Option{
+						redisbucket.WithTimeSource(clk),
+						redisbucket.WithPrefix(uniquePrefix(t)),
+						redisbucket.WithTimeout(slowTimeout)}, c.opts...)...)
+					if err != nil {
+						return nil, err // a typed nil *Store would not compare equal to nil
+					}
+					return s, nil
+				},
+			})
+		})
+	}
 }

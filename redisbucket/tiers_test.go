@@ -145,7 +145,8 @@ func randomPolicy(rng *rand.Rand, name string) keyrate.Policy {
 	return p
 }
 
-// TestPolicyDifferential drives a redisbucket.Store and the reference
+// TestPolicyDifferential drives a redisbucket.Store (with WithDenyCache
+// for even seeds) and the reference
 // (keyrate.Rules on a map) with the same random operations, at the same
 // times in whole µs: requests under each key's policy (WithPolicyFunc)
 // and under tiers, with random costs, peeks, refunds, runtime changes of
@@ -165,7 +166,8 @@ func TestPolicyDifferential(t *testing.T) {
 	names := []string{keyrate.DefaultPolicy, "free", "pro"}
 	keys := []string{"a", "b", "c"}
 	for seed := uint64(1); seed <= 8; seed++ {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+		cache := seed%2 == 0 // half the seeds with the deny cache
+		t.Run(fmt.Sprintf("seed=%d/deny-cache=%v", seed, cache), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			pick := func(name string) keyrate.Policy { return randomPolicy(rng, name) }
 			var ps []keyrate.Policy
@@ -182,8 +184,12 @@ func TestPolicyDifferential(t *testing.T) {
 			opts := []keyrate.Option{keyrate.WithPolicies(ps...), keyrate.WithPolicyFunc(policyFunc)}
 			clk := clock.NewManual(start)
 			prefix := uniquePrefix(t)
-			got := mustNew(t, client, keyrate.PerSecond(1), append(opts, redisbucket.WithTimeSource(clk),
-				redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))...)
+			gotOpts := append(slices.Clone(opts), redisbucket.WithTimeSource(clk),
+				redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))
+			if cache {
+				gotOpts = append(gotOpts, redisbucket.WithDenyCache(16))
+			}
+			got := mustNew(t, client, keyrate.PerSecond(1), gotOpts...)
 			ref := newRefStore(t, keyrate.PerSecond(1), clk, opts...)
 			at := time.Duration(0)
 			var trace []string
