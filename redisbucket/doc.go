@@ -173,6 +173,12 @@
 //     fallback's Burst is denied as FailClosed denies, still with no
 //     error).
 //
+// A hung server (one that accepts connections and never answers) costs
+// each call its full timeout. WithBreaker (opt-in) bounds that: after a
+// number of failures in a row it stops sending calls for a back-off,
+// answering each at once by the failure policy, then lets one probe
+// through; a hung server then costs one timeout per back-off.
+//
 // Allow returns the policy's answer in every case. A refund Redis does
 // not answer is lost under FailClosed (an error wrapping ErrUnavailable)
 // and FailOpen (no error: nothing was counted), and given to the fallback

@@ -42,7 +42,8 @@ const (
 	// with the store's policies, its default policy replaced by
 	// WithFallbackLimit if given) for as long as Redis does not answer, with
 	// no error, as FailOpen. Every call tries Redis first, so Redis takes
-	// over again on its first answer. The fallback's buckets are separate
+	// over again on its first answer (with WithBreaker, on the first
+	// probe's). The fallback's buckets are separate
 	// from Redis's: a key starts full in one when it switches. A cost
 	// above the fallback limit's Burst (but within the store's), which the
 	// fallback could never allow, is denied as FailClosed denies (RetryAfter
@@ -75,7 +76,8 @@ type Stats struct {
 	// AllowTier, Peek, Refund, Reserve, Wait, Cancel (and a Wait's own
 	// cancel) and each SCAN page of Len, not counting calls rejected for
 	// bad input, answered without Redis (an unlimited policy, a cancel
-	// that cannot give anything back) or whose caller's context was done
+	// that cannot give anything back, the deny cache's denials, the open
+	// circuit breaker's answers) or whose caller's context was done
 	// before the call.
 	Calls uint64
 	// Errors is the number of those that failed: the outage counter.
@@ -90,4 +92,16 @@ type Stats struct {
 	// DeniedLocally is the number of requests the deny cache denied
 	// (see WithDenyCache), with no round trip: not counted in Calls.
 	DeniedLocally uint64
+	// BreakerOpen reports whether the circuit breaker (WithBreaker) is
+	// open now, or probing; false without a breaker.
+	BreakerOpen bool
+	// BreakerOpens is the number of times the breaker opened: after
+	// failures in a row, or a failed probe.
+	BreakerOpens uint64
+	// BreakerCloses is the number of times a probe closed it again.
+	BreakerCloses uint64
+	// ShortCircuited is the number of calls the open breaker answered by
+	// the failure policy without sending them (not counted in Calls or
+	// Errors; counted in Degraded).
+	ShortCircuited uint64
 }

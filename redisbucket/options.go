@@ -34,7 +34,8 @@ type settings struct {
 	timeSource clock.Clock // nil: the server's TIME
 	// evictionAllowed skips New's check of maxmemory-policy.
 	evictionAllowed bool
-	denyCache       int // keys of WithDenyCache; 0: none
+	denyCache       int      // keys of WithDenyCache; 0: none
+	breaker         *Breaker // WithBreaker's, defaults filled in; nil: none
 }
 
 func defaults() settings {

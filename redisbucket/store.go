@@ -72,6 +72,7 @@ type Store struct {
 	// deadlines bounds each script call by the timeout.
 	deadlines *deadlines
 	deny      *denyCache // nil without WithDenyCache
+	brk       *breaker   // nil without WithBreaker
 
 	// policyErr is PolicyCheck's answer: nil, or why New could not check
 	// the servers' maxmemory-policy.
@@ -158,6 +159,9 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	s.baseArg = s.base
 	if set.denyCache > 0 {
 		s.deny = newDenyCache(set.denyCache)
+	}
+	if set.breaker != nil {
+		s.brk = &breaker{cfg: *set.breaker}
 	}
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
@@ -436,13 +440,15 @@ func (s *Store) eval(parent context.Context, key string, rs *keyrate.Rules, cost
 // "R:u:x" (see gcraScript), for which it also returns the server's now in
 // µs, as the script read it.
 func (s *Store) evalMode(parent context.Context, key string, rs *keyrate.Rules, cost int, mode string, st []keyrate.State) (denied int, now int64, err error) {
-	s.calls.Add(1)
 	p, err := s.plan(rs)
 	if err != nil {
 		return 0, 0, s.fail(err)
 	}
 	rkey := s.redisKey(key)
 	res, err := s.run(parent, rkey, p, cost, mode)
+	if err == errRefused {
+		return 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
+	}
 	bad, extra := false, 0
 	if mode != "" {
 		extra = 1
@@ -480,8 +486,35 @@ func (s *Store) evalMode(parent context.Context, key string, rs *keyrate.Rules, 
 
 // run sends one EVALSHA of the script (EVAL if the server lacks it) for
 // the Redis key rkey under p, bounded by parent and the store's timeout,
-// and returns its reply.
+// and returns its reply; or, sending nothing, errRefused if the circuit
+// breaker is open. It counts the call in Stats.Calls and its outcome in
+// the breaker.
 func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
+	if s.brk == nil {
+		s.calls.Add(1)
+		return s.send(parent, rkey, p, cost, mode)
+	}
+	probe, err := s.brk.enter()
+	if err != nil {
+		return nil, err
+	}
+	s.calls.Add(1)
+	res, err := s.send(parent, rkey, p, cost, mode)
+	o := answered
+	if err != nil {
+		o = failed
+		if parent.Err() != nil {
+			o = gaveUp
+		}
+	}
+	if change := s.brk.exit(probe, o, err); change != nil && s.set.onError != nil {
+		s.set.onError(change)
+	}
+	return res, err
+}
+
+// send is run's call.
+func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
 	ctx, cancel := s.deadlines.with(parent)
 	defer cancel()
 	var now, minTTL any = "-1", "0" // the server's TIME
@@ -603,6 +636,11 @@ func (s *Store) scanPage(ctx context.Context, c redis.Cmdable, cursor uint64, pa
 
 // Stats returns the store's counts of Redis calls and failures so far.
 func (s *Store) Stats() Stats {
-	return Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load(), Malformed: s.malformed.Load(),
+	st := Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load(), Malformed: s.malformed.Load(),
 		DeniedLocally: s.deniedLocally.Load()}
+	if b := s.brk; b != nil {
+		st.BreakerOpen = b.state.Load() != stClosed
+		st.BreakerOpens, st.BreakerCloses, st.ShortCircuited = b.opens.Load(), b.closes.Load(), b.refused.Load()
+	}
+	return st
 }

@@ -242,7 +242,6 @@ func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool,
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisbucket: %w", err)
 	}
-	s.calls.Add(1)
 	end := uint64(r.End())
 	res, err := s.run(ctx, s.redisKey(r.Key()), p, r.Cost(), fmt.Sprintf("C:%d:%d", end>>32, end&math.MaxUint32))
 	if s.deny != nil {
@@ -250,6 +249,9 @@ func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool,
 	}
 	if err == nil && (len(res) != 1 || res[0] < 0 || res[0] > 1) {
 		err = fmt.Errorf("script returned %v to a cancel, want 0 or 1", res)
+	}
+	if err == errRefused {
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
 	}
 	if err != nil {
 		if ctx.Err() != nil {

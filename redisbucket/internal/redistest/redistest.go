@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -122,6 +123,38 @@ func (s *Server) Kill() {
 	}
 	_ = cmd.Process.Kill()
 	<-done
+}
+
+// Stop suspends the server with SIGSTOP, by its process id: it keeps its
+// port and the kernel still accepts connections and takes in what clients
+// send, but nothing is answered until Cont, a hung server. Stop registers
+// a Cont for when tb ends, so that the server is never left stopped. It
+// fails tb if the server is not running.
+func (s *Server) Stop(tb testing.TB) {
+	tb.Helper()
+	s.signal(tb, syscall.SIGSTOP)
+	tb.Cleanup(func() { s.Cont(tb) })
+}
+
+// Cont resumes a server that Stop suspended, with SIGCONT; it is a no-op
+// for a server that is running (or was killed).
+func (s *Server) Cont(tb testing.TB) {
+	tb.Helper()
+	if s.Pid() != 0 {
+		s.signal(tb, syscall.SIGCONT)
+	}
+}
+
+func (s *Server) signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		tb.Fatalf("redistest: %v: the server is not running", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("redistest: %v: %v", sig, err)
+	}
 }
 
 // Restart starts the server again on the same port, after Kill. The new
