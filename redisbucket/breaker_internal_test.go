@@ -2,11 +2,13 @@ package redisbucket
 
 import (
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 )
 
@@ -83,5 +85,25 @@ func TestBreakerOneProbe(t *testing.T) {
 	}
 	if b.opens.Load() != 4 || b.closes.Load() != 1 || b.refused.Load() != 3*63 {
 		t.Fatalf("counts: %d opens, %d closes, %d refused; want 4, 1, %d", b.opens.Load(), b.closes.Load(), b.refused.Load(), 3*63)
+	}
+}
+
+// TestShare: a limit shared among n nodes keeps its rate over n times the
+// period, with Burst/n (at least 1); where n times the period overflows,
+// the rate is divided instead.
+func TestShare(t *testing.T) {
+	for _, c := range []struct {
+		l    keyrate.Limit
+		n    int
+		want keyrate.Limit
+	}{
+		{keyrate.PerSecond(10).WithBurst(20), 4, keyrate.Limit{Rate: 10, Per: 4 * time.Second, Burst: 5}},
+		{keyrate.PerSecond(10).WithBurst(3), 4, keyrate.Limit{Rate: 10, Per: 4 * time.Second, Burst: 1}},
+		{keyrate.PerSecond(10).WithBurst(3), 1, keyrate.PerSecond(10).WithBurst(3)},
+		{keyrate.Limit{Rate: 100, Per: math.MaxInt64 / 2, Burst: 9}, 4, keyrate.Limit{Rate: 25, Per: math.MaxInt64 / 2, Burst: 2}},
+	} {
+		if got := share(c.l, c.n); got != c.want {
+			t.Errorf("share(%v, %d) = %v; want %v", c.l, c.n, got, c.want)
+		}
 	}
 }

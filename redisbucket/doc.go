@@ -171,7 +171,10 @@
 //     store's policies (its default replaced by WithFallbackLimit, if
 //     given), with no error, until Redis answers again (a cost above the
 //     fallback's Burst is denied as FailClosed denies, still with no
-//     error).
+//     error). Each process's fallback is its own: WithFallbackNodes
+//     divides its limits among a fleet of N processes, so that together
+//     they stay within each limit (WithFallbackNodes states each
+//     policy's overshoot bound).
 //
 // A hung server (one that accepts connections and never answers) costs
 // each call its full timeout. WithBreaker (opt-in) bounds that: after a

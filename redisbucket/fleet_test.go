@@ -200,3 +200,34 @@ func naiveAllow(ctx context.Context, c *redis.Client, key string, now int64, hol
 	}
 	return true, c.Set(ctx, key, next, 0).Err()
 }
+
+// TestFleetFallbackShare kills the server under a fleet of FallbackLocal
+// stores, time frozen: with WithFallbackNodes(nodes) each node's fallback
+// holds Burst/nodes, so the fleet admits exactly the burst; without it,
+// each admits the whole burst, nodes times the limit (the counter-example
+// that shows the test can fail).
+func TestFleetFallbackShare(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []keyrate.Option
+		want int64
+	}{
+		{"nodes=4", []keyrate.Option{redisbucket.WithFallbackNodes(nodes)}, int64(fleetLimit.Burst)},
+		{"nodes=1", nil, int64(nodes * fleetLimit.Burst)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := server(t)
+			fleet := storeFleet(t, srv.Addr(), uniquePrefix(t), append(c.opts,
+				redisbucket.WithFailurePolicy(redisbucket.FallbackLocal),
+				redisbucket.WithTimeSource(clock.NewManual(start)),
+				// Opens after the first failures and never probes: the
+				// fallbacks answer at once.
+				redisbucket.WithBreaker(redisbucket.Breaker{Clock: clock.NewManual(0)}))...)
+			srv.Kill()
+			got := runFleet(t, fleet, "shared", func(call int) bool { return call >= frozenCalls })
+			if got != c.want {
+				t.Fatalf("the fleet's fallbacks admitted %d with time frozen; want %d", got, c.want)
+			}
+		})
+	}
+}

@@ -36,6 +36,7 @@ type settings struct {
 	evictionAllowed bool
 	denyCache       int      // keys of WithDenyCache; 0: none
 	breaker         *Breaker // WithBreaker's, defaults filled in; nil: none
+	fallbackNodes   int      // WithFallbackNodes's n; 0: 1
 }
 
 func defaults() settings {
@@ -106,7 +107,8 @@ func WithFailurePolicy(p FailurePolicy) keyrate.Option {
 // WithFallbackLimit sets the limit of the in-process store that answers
 // while Redis is unreachable under FallbackLocal. The fallback store is per
 // process, so a fleet of N processes admits up to N times its limit during
-// an outage: a limit divided by N keeps the fleet's total. New returns an
+// an outage: a limit divided by N keeps the fleet's total, as
+// WithFallbackNodes(N) does for every policy. New returns an
 // error wrapping keyrate.ErrInvalidLimit if l is invalid, and one wrapping
 // keyrate.ErrInvalidOption if the policy is not FallbackLocal. The default
 // is the store's own limit.
@@ -163,6 +165,10 @@ func (s *settings) check() error {
 	if s.hashTag && strings.ContainsAny(s.prefix, "{}") {
 		return fmt.Errorf("%w: redisbucket.WithHashTag: prefix %q holds a brace, whose tag would decide the slot",
 			keyrate.ErrInvalidOption, s.prefix)
+	}
+	if s.fallbackNodes != 0 && s.policy != FallbackLocal {
+		return fmt.Errorf("%w: redisbucket.WithFallbackNodes: the failure policy is %v, not FallbackLocal",
+			keyrate.ErrInvalidOption, s.policy)
 	}
 	if s.fallback != nil && s.policy != FallbackLocal {
 		return fmt.Errorf("%w: redisbucket.WithFallbackLimit: the failure policy is %v, not FallbackLocal",

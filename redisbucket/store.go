@@ -218,6 +218,13 @@ func newFallback(limit keyrate.Limit, common keyrate.Settings, set settings) (*a
 		limit = *set.fallback
 		ps = slices.DeleteFunc(slices.Clone(ps), func(p keyrate.Policy) bool { return p.Name == keyrate.DefaultPolicy })
 	}
+	if n := set.fallbackNodes; n > 1 {
+		limit = share(limit, n)
+		ps = slices.Clone(ps)
+		for i := range ps {
+			ps[i] = sharePolicy(ps[i], n)
+		}
+	}
 	opts := []keyrate.Option{keyrate.WithPolicies(ps...)}
 	if common.PolicyFunc != nil {
 		opts = append(opts, keyrate.WithPolicyFunc(common.PolicyFunc))
