@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
@@ -13,14 +15,20 @@ import (
 )
 
 // TestDifferential replays one random schedule, in whole µs, on a
-// redisbucket.Store (without and with WithDenyCache) and an
+// redisbucket.Store (without and with WithDenyCache, on one server and on
+// a Redis Cluster) and an
 // atomicbucket.Store, and requires every Decision to be equal, field for
 // field. The limits include token intervals that
 // are not whole µs (3 per 10s, 7 per 3s), one that is not whole ns
 // (Policy's exact scale), and one Policy rounds up (coarse).
 func TestDifferential(t *testing.T) {
-	srv := server(t)
-	client := newClient(t, srv.Addr())
+	for _, b := range backends(t) {
+		t.Run("redis="+b.name, func(t *testing.T) { differential(t, b.client(t)) })
+	}
+}
+
+// differential is TestDifferential on client's Redis.
+func differential(t *testing.T, client redis.UniversalClient) {
 	for _, limit := range []keyrate.Limit{
 		keyrate.PerMinute(3),
 		keyrate.PerSecond(10).WithBurst(4),

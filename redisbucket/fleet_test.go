@@ -71,13 +71,20 @@ func runFleet(t *testing.T, fleet []allowFunc, key string, done func(call int) b
 	return admitted.Load()
 }
 
-// storeFleet returns nodes Stores on srvAddr sharing prefix, each with its
+// storeFleet returns nodes Stores on addr sharing prefix, each with its
 // own client.
 func storeFleet(t *testing.T, addr, prefix string, opts ...keyrate.Option) []allowFunc {
 	t.Helper()
+	return clientFleet(t, func(t testing.TB) redis.UniversalClient { return newClient(t, addr) }, prefix, opts...)
+}
+
+// clientFleet returns nodes Stores sharing prefix, each with its own
+// client from newClient.
+func clientFleet(t *testing.T, newClient func(testing.TB) redis.UniversalClient, prefix string, opts ...keyrate.Option) []allowFunc {
+	t.Helper()
 	fleet := make([]allowFunc, nodes)
 	for i := range fleet {
-		s := mustNew(t, newClient(t, addr), fleetLimit,
+		s := mustNew(t, newClient(t), fleetLimit,
 			append([]keyrate.Option{redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout)}, opts...)...)
 		fleet[i] = func(ctx context.Context, key string, _ int) (bool, error) {
 			d, err := s.AllowNContext(ctx, key, 1)
@@ -89,10 +96,13 @@ func storeFleet(t *testing.T, addr, prefix string, opts ...keyrate.Option) []all
 
 // TestFleetServerTime: four nodes hammer one key for about a second on the
 // server's clock and admit at most Burst + Rate·T/Per, T measured around
-// the whole run; without and with the deny cache.
+// the whole run; without and with the deny cache, on one server and on a
+// Redis Cluster.
 func TestFleetServerTime(t *testing.T) {
-	for _, c := range fleetOptions {
-		t.Run(c.name, func(t *testing.T) { fleetServerTime(t, c.opts...) })
+	for _, b := range backends(t) {
+		for _, c := range fleetOptions {
+			t.Run("redis="+b.name+"/"+c.name, func(t *testing.T) { fleetServerTime(t, b.client, c.opts...) })
+		}
 	}
 }
 
@@ -105,9 +115,8 @@ var fleetOptions = []struct {
 	{"deny-cache", []keyrate.Option{redisbucket.WithDenyCache(16)}},
 }
 
-func fleetServerTime(t *testing.T, opts ...keyrate.Option) {
-	srv := server(t)
-	fleet := storeFleet(t, srv.Addr(), uniquePrefix(t), opts...)
+func fleetServerTime(t *testing.T, newClient func(testing.TB) redis.UniversalClient, opts ...keyrate.Option) {
+	fleet := clientFleet(t, newClient, uniquePrefix(t), opts...)
 	const run = time.Second
 	begin := time.Now()
 	// Every goroutine makes at least one call, however late a busy machine
@@ -129,17 +138,18 @@ const frozenCalls = 20
 
 // TestFleetFrozen: with time frozen (an explicit time source shared by the
 // fleet) the bound is exactly the burst, and the fleet admits exactly that,
-// without and with the deny cache.
+// without and with the deny cache, on one server and on a Redis Cluster.
 func TestFleetFrozen(t *testing.T) {
-	for _, c := range fleetOptions {
-		t.Run(c.name, func(t *testing.T) {
-			srv := server(t)
-			fleet := storeFleet(t, srv.Addr(), uniquePrefix(t), append(c.opts, redisbucket.WithTimeSource(clock.NewManual(start)))...)
-			got := runFleet(t, fleet, "shared", func(call int) bool { return call >= frozenCalls })
-			if got != int64(fleetLimit.Burst) {
-				t.Fatalf("the fleet admitted %d with time frozen, want exactly the burst %d", got, fleetLimit.Burst)
-			}
-		})
+	for _, b := range backends(t) {
+		for _, c := range fleetOptions {
+			t.Run("redis="+b.name+"/"+c.name, func(t *testing.T) {
+				fleet := clientFleet(t, b.client, uniquePrefix(t), append(c.opts, redisbucket.WithTimeSource(clock.NewManual(start)))...)
+				got := runFleet(t, fleet, "shared", func(call int) bool { return call >= frozenCalls })
+				if got != int64(fleetLimit.Burst) {
+					t.Fatalf("the fleet admitted %d with time frozen, want exactly the burst %d", got, fleetLimit.Burst)
+				}
+			})
+		}
 	}
 }
 

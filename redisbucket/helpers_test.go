@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"testing"
 	"time"
 
@@ -63,4 +64,39 @@ const slowTimeout = 5 * time.Second
 func server(t testing.TB) *redistest.Server {
 	t.Helper()
 	return redistest.Start(t)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.Shutdown() // the shared cluster, if a test started it
+	os.Exit(code)
+}
+
+// backend is a Redis deployment the cross-deployment tests run on.
+type backend struct {
+	name string
+	// client returns a new client of the deployment for t, closed when t
+	// ends: each call is another process's connection pool.
+	client func(t testing.TB) redis.UniversalClient
+}
+
+// backends returns one redis-server of t's own and the test binary's
+// shared Redis Cluster of three masters (redistest.SharedCluster), reached
+// through redis.NewClusterClient.
+func backends(t *testing.T) []backend {
+	t.Helper()
+	srv := server(t)
+	return []backend{
+		{"server", func(t testing.TB) redis.UniversalClient { return newClient(t, srv.Addr()) }},
+		{"cluster", func(t testing.TB) redis.UniversalClient { return newClusterClient(t, redistest.SharedCluster(t)) }},
+	}
+}
+
+// newClusterClient returns a client of c that honours context deadlines,
+// closed when t ends.
+func newClusterClient(t testing.TB, c *redistest.Cluster) *redis.ClusterClient {
+	t.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
 }

@@ -533,7 +533,7 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 		m = mode
 	}
 	bp := argPool.Get().(*[]any)
-	args := append((*bp)[:0], "evalsha", scriptSHA, 1, rkey, now, cost, minTTL, p.descArg, s.baseArg, m)
+	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL, p.descArg, s.baseArg, m)
 	return call(ctx, s.client, bp, append(args, p.args...))
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/conformance"
@@ -11,8 +13,14 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	srv := server(t)
-	client := newClient(t, srv.Addr())
+	for _, b := range backends(t) {
+		t.Run("redis="+b.name, func(t *testing.T) { conform(t, b.client(t)) })
+	}
+}
+
+// conform runs the conformance suite on client's Redis, without and with
+// the deny cache.
+func conform(t *testing.T, client redis.UniversalClient) {
 	for _, c := range []struct {
 		name string
 		opts []keyrate.Option

@@ -146,7 +146,7 @@ func randomPolicy(rng *rand.Rand, name string) keyrate.Policy {
 }
 
 // TestPolicyDifferential drives a redisbucket.Store (with WithDenyCache
-// for even seeds) and the reference
+// for even seeds; on one server and on a Redis Cluster) and the reference
 // (keyrate.Rules on a map) with the same random operations, at the same
 // times in whole µs: requests under each key's policy (WithPolicyFunc)
 // and under tiers, with random costs, peeks, refunds, runtime changes of
@@ -161,8 +161,13 @@ func randomPolicy(rng *rand.Rand, name string) keyrate.Policy {
 // differs from keeping them only once the clock has gone back; the script
 // sees only the limits.
 func TestPolicyDifferential(t *testing.T) {
-	srv := server(t)
-	client := newClient(t, srv.Addr())
+	for _, b := range backends(t) {
+		t.Run("redis="+b.name, func(t *testing.T) { policyDifferential(t, b.client(t)) })
+	}
+}
+
+// policyDifferential is TestPolicyDifferential on client's Redis.
+func policyDifferential(t *testing.T, client redis.UniversalClient) {
 	names := []string{keyrate.DefaultPolicy, "free", "pro"}
 	keys := []string{"a", "b", "c"}
 	for seed := uint64(1); seed <= 8; seed++ {

@@ -39,6 +39,10 @@ type Server struct {
 	port int
 	args []string
 
+	// tempDir, if set, is removed by Kill: the directory of a server no
+	// test's TempDir holds (a shared cluster's).
+	tempDir string
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has been waited for
@@ -65,14 +69,23 @@ func Binary(tb testing.TB) string {
 // "--cluster-enabled", "yes").
 func Start(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
-	bin := Binary(tb)
-	dir := tb.TempDir()
+	s, err := launch(tb, Binary(tb), tb.TempDir(), extra...)
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(s.Kill)
+	return s
+}
+
+// launch starts bin on a free loopback port with its files in dir, as
+// Start describes, for tb (nil: no test; Restart then cannot report).
+func launch(tb testing.TB, bin, dir string, extra ...string) (*Server, error) {
 	// Another process (tests run in parallel packages) can take the free
 	// port before redis-server binds it: then try another.
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			tb.Fatalf("redistest: no free port: %v", err)
+			return nil, fmt.Errorf("no free port: %w", err)
 		}
 		s := &Server{t: tb, bin: bin, port: port}
 		s.args = append([]string{
@@ -85,11 +98,10 @@ func Start(tb testing.TB, extra ...string) *Server {
 		}, extra...)
 		err = s.start()
 		if err == nil {
-			tb.Cleanup(s.Kill)
-			return s
+			return s, nil
 		}
 		if attempt == 5 || !strings.Contains(err.Error(), "Address already in use") {
-			tb.Fatalf("redistest: %v", err)
+			return nil, err
 		}
 	}
 }
@@ -118,11 +130,13 @@ func (s *Server) Kill() {
 	cmd, done := s.cmd, s.done
 	s.cmd = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		<-done
 	}
-	_ = cmd.Process.Kill()
-	<-done
+	if s.tempDir != "" {
+		_ = os.RemoveAll(s.tempDir)
+	}
 }
 
 // Stop suspends the server with SIGSTOP, by its process id: it keeps its
