@@ -237,3 +237,26 @@ func TestBreakerOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetOptions: WithNodeCount and WithFallbackNodes out of range, or
+// without FallbackLocal, are keyrate.ErrInvalidOption, sending nothing.
+func TestFleetOptions(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	fallback := redisbucket.WithFailurePolicy(redisbucket.FallbackLocal)
+	for i, opts := range [][]keyrate.Option{
+		{redisbucket.WithNodeCount(redisbucket.NodeCount{})},
+		{fallback, redisbucket.WithNodeCount(redisbucket.NodeCount{Every: -time.Second})},
+		{fallback, redisbucket.WithNodeCount(redisbucket.NodeCount{Every: 2 * time.Hour})},
+		{fallback, redisbucket.WithNodeCount(redisbucket.NodeCount{Clock: (*clock.Manual)(nil)})},
+		{redisbucket.WithFallbackNodes(2)},
+		{fallback, redisbucket.WithFallbackNodes(0)},
+		{fallback, redisbucket.WithFallbackNodes(redisbucket.MaxFallbackNodes + 1)},
+		{redisbucket.WithDenyCache(0)},
+		{redisbucket.WithDenyCache(redisbucket.MaxDenyCacheKeys + 1)},
+	} {
+		if _, err := redisbucket.New(client, faultLimit, append(opts, redisbucket.WithEvictionAllowed())...); !errors.Is(err, keyrate.ErrInvalidOption) {
+			t.Errorf("options %d: %v; want ErrInvalidOption", i, err)
+		}
+	}
+}

@@ -36,10 +36,10 @@ const MaxDenyCacheKeys = 1 << 20
 // it sends to Redis for the key under another policy, drop or replace the
 // key's entry, so they take effect at once.
 //
-// The cache is a fixed table of 8-way buckets (about 16 pointers per key
-// of capacity, allocated by New; its entries, about 150 bytes, only while a
-// key is cached); a key it has no room for is answered by Redis, as without
-// the cache. keys is from 1 to MaxDenyCacheKeys. The default is no cache:
+// The cache is a fixed table of 8-way buckets, 4 to 8 pointers (32 to 64
+// bytes) per key of capacity, allocated by New; an entry (about 150 bytes)
+// exists only while a key is cached. A key it has no room for is answered
+// by Redis, as without the cache. keys is from 1 to MaxDenyCacheKeys. The default is no cache:
 // every request is a round trip.
 func WithDenyCache(keys int) keyrate.Option {
 	return keyrate.StoreOption("redisbucket.WithDenyCache", func(s *settings) error {

@@ -174,7 +174,8 @@
 //     error). Each process's fallback is its own: WithFallbackNodes
 //     divides its limits among a fleet of N processes, so that together
 //     they stay within each limit (WithFallbackNodes states each
-//     policy's overshoot bound).
+//     policy's overshoot bound), N configured or, with WithNodeCount,
+//     counted through Redis while it answers.
 //
 // A hung server (one that accepts connections and never answers) costs
 // each call its full timeout. WithBreaker (opt-in) bounds that: after a

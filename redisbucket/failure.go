@@ -104,4 +104,7 @@ type Stats struct {
 	// the failure policy without sending them (not counted in Calls or
 	// Errors; counted in Degraded).
 	ShortCircuited uint64
+	// FleetNodes is the number of processes FallbackLocal's limits are
+	// divided among (WithFallbackNodes, WithNodeCount); 0 without either.
+	FleetNodes int
 }

@@ -241,3 +241,63 @@ func TestFleetFallbackShare(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetNodeCount: three FallbackLocal stores with WithNodeCount count
+// one another through Redis (on a manual clock: each announces itself at
+// New, and again at each Every), divide their fallbacks' limits by 3, and
+// keep that count after Close (which takes each out of the fleet's set)
+// and through an outage: a killed server under the three, time frozen,
+// admits 3·(Burst/3) = 18 of the burst of 20.
+func TestFleetNodeCount(t *testing.T) {
+	srv := server(t)
+	clk := clock.NewManual(0)
+	prefix := uniquePrefix(t)
+	const n = 3
+	stores := make([]*redisbucket.Store, n)
+	for i := range stores {
+		stores[i] = mustNew(t, newClient(t, srv.Addr()), fleetLimit,
+			redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(time.Second),
+			redisbucket.WithFailurePolicy(redisbucket.FallbackLocal),
+			redisbucket.WithTimeSource(clock.NewManual(start)),
+			redisbucket.WithBreaker(redisbucket.Breaker{Failures: 1, Clock: clock.NewManual(0)}),
+			redisbucket.WithNodeCount(redisbucket.NodeCount{Every: time.Hour, Clock: clk}))
+		t.Cleanup(func() { _ = stores[i].Close() })
+	}
+	// Each has announced itself once (it sleeps until its next), seeing
+	// those before it; a second round sees all three.
+	if err := clk.AwaitSleepers(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if err := clk.AwaitSleepers(t.Context(), n); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range stores {
+		if got := s.Stats().FleetNodes; got != n {
+			t.Fatalf("store %d counts %d nodes; want %d", i, got, n)
+		}
+	}
+	for i, s := range stores {
+		if err := s.Close(); err != nil {
+			t.Fatalf("store %d: Close = %v", i, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("store %d: a second Close = %v; want nil", i, err)
+		}
+	}
+	if members, err := newClient(t, srv.Addr()).Exists(t.Context(), "{keyrate-nodes}"+prefix).Result(); err != nil || members != 0 {
+		t.Fatalf("after every store's Close the fleet's set exists (%d, %v); want it gone", members, err)
+	}
+	srv.Kill()
+	var admitted int
+	for _, s := range stores {
+		for range fleetLimit.Burst {
+			if s.Allow("shared") {
+				admitted++
+			}
+		}
+	}
+	if want := n * (fleetLimit.Burst / n); admitted != want {
+		t.Fatalf("the fleet's fallbacks admitted %d with time frozen; want %d", admitted, want)
+	}
+}

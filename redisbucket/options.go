@@ -34,9 +34,10 @@ type settings struct {
 	timeSource clock.Clock // nil: the server's TIME
 	// evictionAllowed skips New's check of maxmemory-policy.
 	evictionAllowed bool
-	denyCache       int      // keys of WithDenyCache; 0: none
-	breaker         *Breaker // WithBreaker's, defaults filled in; nil: none
-	fallbackNodes   int      // WithFallbackNodes's n; 0: 1
+	denyCache       int        // keys of WithDenyCache; 0: none
+	breaker         *Breaker   // WithBreaker's, defaults filled in; nil: none
+	fallbackNodes   int        // WithFallbackNodes's n; 0: 1
+	nodeCount       *NodeCount // WithNodeCount's, defaults filled in; nil: none
 }
 
 func defaults() settings {
@@ -165,6 +166,10 @@ func (s *settings) check() error {
 	if s.hashTag && strings.ContainsAny(s.prefix, "{}") {
 		return fmt.Errorf("%w: redisbucket.WithHashTag: prefix %q holds a brace, whose tag would decide the slot",
 			keyrate.ErrInvalidOption, s.prefix)
+	}
+	if s.nodeCount != nil && s.policy != FallbackLocal {
+		return fmt.Errorf("%w: redisbucket.WithNodeCount: the failure policy is %v, not FallbackLocal",
+			keyrate.ErrInvalidOption, s.policy)
 	}
 	if s.fallbackNodes != 0 && s.policy != FallbackLocal {
 		return fmt.Errorf("%w: redisbucket.WithFallbackNodes: the failure policy is %v, not FallbackLocal",

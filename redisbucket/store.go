@@ -73,6 +73,10 @@ type Store struct {
 	deadlines *deadlines
 	deny      *denyCache // nil without WithDenyCache
 	brk       *breaker   // nil without WithBreaker
+	counter   *counter   // nil without WithNodeCount
+	// fleetNodes is the fallback's divisor (WithFallbackNodes,
+	// WithNodeCount), written under setMu.
+	fleetNodes atomic.Int64
 
 	// policyErr is PolicyCheck's answer: nil, or why New could not check
 	// the servers' maxmemory-policy.
@@ -168,6 +172,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
 		}
 	}
+	s.fleetNodes.Store(int64(max(set.fallbackNodes, 1)))
 	s.policyErr = errSkipped
 	if !set.evictionAllowed {
 		s.policyErr = checkPolicy(client, set.timeout)
@@ -176,6 +181,11 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		}
 		if s.policyErr != nil && set.onError != nil {
 			set.onError(s.policyErr)
+		}
+	}
+	if set.nodeCount != nil {
+		if err := s.startCounter(*set.nodeCount); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
@@ -645,6 +655,9 @@ func (s *Store) scanPage(ctx context.Context, c redis.Cmdable, cursor uint64, pa
 func (s *Store) Stats() Stats {
 	st := Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load(), Malformed: s.malformed.Load(),
 		DeniedLocally: s.deniedLocally.Load()}
+	if s.set.fallbackNodes > 0 || s.counter != nil {
+		st.FleetNodes = int(s.fleetNodes.Load())
+	}
 	if b := s.brk; b != nil {
 		st.BreakerOpen = b.state.Load() != stClosed
 		st.BreakerOpens, st.BreakerCloses, st.ShortCircuited = b.opens.Load(), b.closes.Load(), b.refused.Load()

@@ -142,7 +142,7 @@ func (s *Store) SetPolicy(p keyrate.Policy) error {
 		s.plans.Delete(old) // a request still under old compiles it again
 	}
 	if s.fallback != nil && (p.Name != keyrate.DefaultPolicy || s.set.fallback == nil) {
-		return s.fallback.SetPolicy(sharePolicy(p, s.set.fallbackNodes))
+		return s.fallback.SetPolicy(sharePolicy(p, int(s.fleetNodes.Load())))
 	}
 	return nil
 }
