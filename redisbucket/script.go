@@ -444,6 +444,10 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	if err := l.Validate(); err != nil {
 		return units{}, err
 	}
+	if l.Algorithm != keyrate.TokenBucket {
+		return units{}, fmt.Errorf("%w: algorithm %v: redisbucket's script runs the token bucket only",
+			keyrate.ErrInvalidLimit, l.Algorithm)
+	}
 	pol, err := keyrate.NewRule(l, nil)
 	if err != nil {
 		return units{}, err

@@ -101,9 +101,10 @@ var (
 // (the script reads TIME before writing, which needs effects replication).
 //
 // New returns an error wrapping keyrate.ErrInvalidLimit if limit is out of
-// range for keyrate (limit.Validate) or for the script: a token interval
-// below 1µs, or a fill time beyond 2^52 ticks of 1/k µs (142 years at k =
-// 1); and one wrapping keyrate.ErrInvalidPolicy (and ErrInvalidLimit) for
+// range for keyrate (limit.Validate) or for the script: a window algorithm
+// (keyrate.Limit.Using: the script runs the token bucket only), a token
+// interval below 1µs, or a fill time beyond 2^52 ticks of 1/k µs (142
+// years at k = 1); and one wrapping keyrate.ErrInvalidPolicy (and ErrInvalidLimit) for
 // a policy out of range, or with a window out of the script's range. It
 // returns an error wrapping keyrate.ErrInvalidOption for a nil client (nil
 // itself, or a nil pointer of any client type, such as
