@@ -113,6 +113,17 @@
 // made by another process reaches it only when its state would allow the
 // request (see WithDenyCache). Stats.DeniedLocally counts its denials.
 //
+// # Leases for hot keys
+//
+// WithLeases (opt-in) lets a process spend a hot key's tokens in Redis in
+// bulk, a lease of Size tokens in one call, and hand them out in process
+// for up to the lease's Life, giving back the unused ones when it ends.
+// Every token is spent in Redis before it is handed out, and every
+// window's Burst is lowered by the tokens it refills in one Life, so that
+// tokens handed out up to a Life late keep the fleet within Burst +
+// Rate·T/Per; the price, a smaller burst and the tokens leases hold, is
+// stated in WithLeases.
+//
 // # Redis must not evict buckets
 //
 // A bucket that Redis deletes before it is full again comes back full, so

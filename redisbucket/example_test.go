@@ -27,7 +27,7 @@ func ExampleFailClosed() {
 	fmt.Printf("%+v\n", limiter.Stats())
 	// Output:
 	// false 1s true
-	// {Calls:1 Errors:1 Degraded:1 Malformed:0 DeniedLocally:0 BreakerOpen:false BreakerOpens:0 BreakerCloses:0 ShortCircuited:0 FleetNodes:0}
+	// {Calls:1 Errors:1 Degraded:1 Malformed:0 DeniedLocally:0 Leases:0 Leased:0 BreakerOpen:false BreakerOpens:0 BreakerCloses:0 ShortCircuited:0 FleetNodes:0}
 }
 
 // With no Redis to answer, a FallbackLocal store limits each process on its

@@ -92,6 +92,11 @@ type Stats struct {
 	// DeniedLocally is the number of requests the deny cache denied
 	// (see WithDenyCache), with no round trip: not counted in Calls.
 	DeniedLocally uint64
+	// Leases is the number of leases taken (WithLeases), each one call.
+	Leases uint64
+	// Leased is the number of requests leases answered (a lease's first
+	// included), of which all but the first of each lease sent nothing.
+	Leased uint64
 	// BreakerOpen reports whether the circuit breaker (WithBreaker) is
 	// open now, or probing; false without a breaker.
 	BreakerOpen bool

@@ -38,6 +38,7 @@ type settings struct {
 	breaker         *Breaker   // WithBreaker's, defaults filled in; nil: none
 	fallbackNodes   int        // WithFallbackNodes's n; 0: 1
 	nodeCount       *NodeCount // WithNodeCount's, defaults filled in; nil: none
+	lease           *Lease     // WithLeases's; nil: none
 }
 
 func defaults() settings {

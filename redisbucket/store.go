@@ -74,6 +74,7 @@ type Store struct {
 	deny      *denyCache // nil without WithDenyCache
 	brk       *breaker   // nil without WithBreaker
 	counter   *counter   // nil without WithNodeCount
+	leases    *leases    // nil without WithLeases
 	// fleetNodes is the fallback's divisor (WithFallbackNodes,
 	// WithNodeCount), written under setMu.
 	fleetNodes atomic.Int64
@@ -83,6 +84,7 @@ type Store struct {
 	policyErr error
 
 	calls, errs, degraded, malformed, deniedLocally atomic.Uint64
+	leasesTaken, leased                             atomic.Uint64
 }
 
 var (
@@ -157,6 +159,18 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		return nil, fmt.Errorf("%w: redisbucket.New: the client's ContextTimeoutEnabled is false, so no timeout could bound a call: set it in the client's options",
 			keyrate.ErrInvalidOption)
 	}
+	if set.lease != nil { // every Burst lowered by the leases' slack
+		if limit, err = leaseLimit(limit, set.lease.Life); err != nil {
+			return nil, err
+		}
+		ps := make([]keyrate.Policy, len(common.Policies))
+		for i, p := range common.Policies {
+			if ps[i], err = leasePolicy(p, set.lease.Life); err != nil {
+				return nil, err
+			}
+		}
+		common.Policies = ps
+	}
 	s := &Store{client: client, set: set, deadlines: newDeadlines(set.timeout)}
 	if s.pols, s.base, err = compilePolicies(limit, common); err != nil {
 		return nil, err
@@ -167,6 +181,9 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	}
 	if set.breaker != nil {
 		s.brk = &breaker{cfg: *set.breaker}
+	}
+	if set.lease != nil {
+		s.leases = newLeases(*set.lease, s.localClock())
 	}
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
@@ -332,6 +349,11 @@ func (s *Store) allow(ctx context.Context, key string, rs *keyrate.Rules, cost i
 			return d, nil
 		}
 	}
+	if s.leases != nil {
+		if d, ok, err := s.leases.allow(ctx, s, key, rs, cost); ok {
+			return d, err
+		}
+	}
 	var st [keyrate.MaxLimits]keyrate.State
 	n := rs.Len()
 	denied, err := s.eval(ctx, key, rs, cost, st[:n])
@@ -346,6 +368,13 @@ func (s *Store) allow(ctx context.Context, key string, rs *keyrate.Rules, cost i
 		}
 		return d, nil
 	}
+	return s.failed(ctx, key, rs, cost, err)
+}
+
+// failed is the answer to a request of cost for key under rs whose call
+// to Redis failed with err: ctx's error if the caller gave up, else the
+// failure policy's.
+func (s *Store) failed(ctx context.Context, key string, rs *keyrate.Rules, cost int, err error) (keyrate.Decision, error) {
 	if ctx.Err() != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err())
 	}
@@ -655,7 +684,7 @@ func (s *Store) scanPage(ctx context.Context, c redis.Cmdable, cursor uint64, pa
 // Stats returns the store's counts of Redis calls and failures so far.
 func (s *Store) Stats() Stats {
 	st := Stats{Calls: s.calls.Load(), Errors: s.errs.Load(), Degraded: s.degraded.Load(), Malformed: s.malformed.Load(),
-		DeniedLocally: s.deniedLocally.Load()}
+		DeniedLocally: s.deniedLocally.Load(), Leases: s.leasesTaken.Load(), Leased: s.leased.Load()}
 	if s.set.fallbackNodes > 0 || s.counter != nil {
 		st.FleetNodes = int(s.fleetNodes.Load())
 	}

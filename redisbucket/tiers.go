@@ -124,8 +124,15 @@ func (s *Store) refund(ctx context.Context, key string, rs *keyrate.Rules, cost 
 // for keyrate or for the script (see New).
 //
 // Under FallbackLocal the fallback store gets p too, except a default
-// policy when WithFallbackLimit set the fallback's.
+// policy when WithFallbackLimit set the fallback's. Under WithLeases, p's
+// Bursts are lowered as New lowers them.
 func (s *Store) SetPolicy(p keyrate.Policy) error {
+	if s.set.lease != nil {
+		var err error
+		if p, err = leasePolicy(p, s.set.lease.Life); err != nil {
+			return err
+		}
+	}
 	if _, err := newPlan(p); err != nil {
 		return err
 	}

@@ -1,0 +1,252 @@
+package redisbucket
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/isnil"
+)
+
+// Lease configures WithLeases.
+type Lease struct {
+	// Size is the number of tokens a lease hands out, at least 1.
+	Size int
+	// Life is how long a lease's tokens may be handed out after Redis
+	// granted them, from 1ms to a minute. A key is hot, and gets a
+	// lease, when its previous request in this process came less than
+	// Life before.
+	Life time.Duration
+	// Keys bounds how many keys the store tracks for leases, from 1 to
+	// MaxDenyCacheKeys. The default (0) is 4096.
+	Keys int
+	// Clock times the leases. The default (nil) is the store's local
+	// clock: the WithTimeSource clock, or clock.System().
+	Clock clock.Clock
+}
+
+// WithLeases lets the store spend the tokens of a hot key in Redis in
+// bulk and hand them out in process (opt-in): when a key's request comes
+// less than l.Life after its previous one in this process, the store
+// spends l.Size tokens in one call (if every window holds them) and
+// answers the key's next requests from them, with no round trip, for up
+// to l.Life; then it gives the unused ones back (a refund) and takes
+// another lease if the key is still hot. A key whose lease Redis denies,
+// and a cost above what the lease holds, go to Redis as without leases.
+//
+// Every token is spent in Redis before it is handed out, so the fleet
+// never admits more than Redis granted; but a token handed out up to Life
+// after Redis granted it lands beside the tokens the window refilled in
+// that time, which other processes may have spent: over an interval of
+// length T, up to Rate·Life/Per more than Burst + Rate·T/Per. So that the
+// bound holds exactly, WithLeases lowers every window's Burst by that
+// slack, g = ⌈Rate·Life/Per⌉ (for the default limit, every policy, and
+// those SetPolicy sets later; Limit, Policies and each Decision report the
+// lowered Burst, so a policy read from Policies and set again is lowered
+// again): with a Burst of B − g the fleet's admissions, each at
+// most Life late, stay within B + Rate·T/Per. Give every process of the
+// fleet the same Lease, since each process's spends count against the
+// others'. New returns an error wrapping keyrate.ErrInvalidLimit for a
+// window whose Burst is not above g.
+//
+// The price is under-admission: a key's burst is g tokens smaller, and
+// the tokens a lease holds and does not hand out are spent until it ends
+// (a lease that ends with no further request keeps them; they refill as
+// any spent token does): a fleet of N processes that keep a key hot
+// admits at least B − g − N·Size + Rate·T/Per over an interval of length
+// T. Leases pay off on keys far below their limit, hit by many requests
+// per Life in each process; a key's lease is taken only when Size fits in
+// every window's Burst.
+//
+// The Decision of a request a lease answers is allowed, with Remaining
+// the lease's tokens left and no reset times: it is not Redis's.
+// Stats.Leases and Stats.Leased count the leases taken and the requests
+// they answered. New returns an error wrapping keyrate.ErrInvalidOption
+// for a field of l out of range. The default is no leases.
+func WithLeases(l Lease) keyrate.Option {
+	return keyrate.StoreOption("redisbucket.WithLeases", func(s *settings) error {
+		switch {
+		case l.Size < 1:
+			return fmt.Errorf("lease Size %d is below 1", l.Size)
+		case l.Life < time.Millisecond || l.Life > time.Minute:
+			return fmt.Errorf("lease Life %v is not from 1ms to 1m", l.Life)
+		case l.Keys < 0 || l.Keys > MaxDenyCacheKeys:
+			return fmt.Errorf("lease Keys %d is not from 0 (the default) to %d", l.Keys, MaxDenyCacheKeys)
+		case l.Clock != nil && isnil.Is(l.Clock):
+			return fmt.Errorf("lease Clock is a nil %T", l.Clock)
+		}
+		if l.Keys == 0 {
+			l.Keys = 4096
+		}
+		s.lease = &l
+		return nil
+	})
+}
+
+// leaseShards is the number of shards of the lease table.
+const leaseShards = 64
+
+// leases is WithLeases's table: the keys seen recently, each with its
+// lease, in shards of bounded maps.
+type leases struct {
+	cfg    Lease
+	clk    clock.Clock
+	seed   maphash.Seed
+	max    int // keys per shard
+	shards [leaseShards]struct {
+		mu sync.Mutex
+		m  map[string]*lease
+	}
+}
+
+// lease is one key's: the tokens left to hand out until end, under rs.
+type lease struct {
+	mu     sync.Mutex
+	rs     *keyrate.Rules
+	fits   bool // Size fits in every window of rs
+	tokens int
+	end    time.Duration
+	last   time.Duration // the reading of the key's previous request
+}
+
+func newLeases(l Lease, local clock.Clock) *leases {
+	if l.Clock == nil {
+		l.Clock = local
+	}
+	ls := &leases{cfg: l, clk: l.Clock, seed: maphash.MakeSeed(), max: max(l.Keys/leaseShards, 1)}
+	for i := range ls.shards {
+		ls.shards[i].m = make(map[string]*lease)
+	}
+	return ls
+}
+
+// entry returns key's lease, tracking it if the table has room; nil if
+// not.
+func (ls *leases) entry(key string, now time.Duration) *lease {
+	sh := &ls.shards[maphash.String(ls.seed, key)%leaseShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if l := sh.m[key]; l != nil {
+		return l
+	}
+	if len(sh.m) >= ls.max {
+		for k, l := range sh.m { // drop the cold keys with nothing leased
+			if l.mu.TryLock() {
+				if l.tokens == 0 && now-l.last >= ls.cfg.Life {
+					delete(sh.m, k)
+				}
+				l.mu.Unlock()
+			}
+		}
+		if len(sh.m) >= ls.max {
+			return nil
+		}
+	}
+	l := &lease{last: now - ls.cfg.Life} // not hot until its next request
+	sh.m[key] = l
+	return l
+}
+
+// allow answers a request of cost for key under rs from a lease, taking
+// one if the key is hot, and reports whether it did; if not, the request
+// goes to Redis as without leases. A lease's round trip that fails is
+// answered by the failure policy (and reported as answered).
+func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *keyrate.Rules, cost int) (keyrate.Decision, bool, error) {
+	now := ls.clk.Now()
+	l := ls.entry(key, now)
+	if l == nil || cost > ls.cfg.Size {
+		return keyrate.Decision{}, false, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now = ls.clk.Now() // read under the lock: no earlier than the last request's
+	hot := now-l.last < ls.cfg.Life && now >= l.last
+	l.last = now
+	if l.rs != rs {
+		ls.giveBack(ctx, s, key, l)
+		l.rs = rs
+		l.fits = rs.CheckCost(ls.cfg.Size) == nil
+	}
+	if l.tokens >= cost && now < l.end && now >= l.end-ls.cfg.Life {
+		l.tokens -= cost
+		s.leased.Add(1)
+		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil
+	}
+	ls.giveBack(ctx, s, key, l)
+	if !hot || !l.fits {
+		return keyrate.Decision{}, false, nil
+	}
+	var st [keyrate.MaxLimits]keyrate.State
+	denied, err := s.eval(ctx, key, rs, ls.cfg.Size, st[:rs.Len()])
+	if err != nil {
+		d, err := s.failed(ctx, key, rs, cost, err)
+		return d, true, err
+	}
+	if denied >= 0 {
+		return keyrate.Decision{}, false, nil // too few tokens for a lease: ask for cost alone
+	}
+	s.leasesTaken.Add(1)
+	s.leased.Add(1)
+	l.tokens, l.end = ls.cfg.Size-cost, now+ls.cfg.Life
+	return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil
+}
+
+// giveBack refunds l's unused tokens, under l.rs, and empties it. A refund
+// Redis does not answer is lost, which only admits less.
+func (ls *leases) giveBack(ctx context.Context, s *Store, key string, l *lease) {
+	if l.tokens > 0 && l.rs != nil {
+		var st [keyrate.MaxLimits]keyrate.State
+		_, _ = s.eval(ctx, key, l.rs, -l.tokens, st[:l.rs.Len()])
+	}
+	l.tokens, l.end = 0, 0
+}
+
+// slack returns g = ⌈Rate·life/Per⌉ for l: the tokens a window refills in
+// a lease's life.
+func slack(l keyrate.Limit, life time.Duration) (uint64, bool) {
+	hi, lo := bits.Mul64(uint64(l.Rate), uint64(life))
+	if hi >= uint64(l.Per) {
+		return 0, false
+	}
+	q, r := bits.Div64(hi, lo, uint64(l.Per))
+	if r != 0 {
+		q++
+	}
+	return q, true
+}
+
+// leaseLimit returns l with its Burst lowered by the slack of leases of
+// the given life (see WithLeases), or an error wrapping
+// keyrate.ErrInvalidLimit if that leaves no Burst; l unchanged if it is
+// invalid or not a token bucket, for compileUnits to say why.
+func leaseLimit(l keyrate.Limit, life time.Duration) (keyrate.Limit, error) {
+	if l.Validate() != nil || l.Algorithm != keyrate.TokenBucket {
+		return l, nil
+	}
+	g, ok := slack(l, life)
+	if !ok || g >= uint64(l.Burst) {
+		return l, fmt.Errorf("%w: Burst %d at %d per %v: leases of life %v need a Burst above the %d tokens it refills in that time (redisbucket.WithLeases)",
+			keyrate.ErrInvalidLimit, l.Burst, l.Rate, l.Per, life, g)
+	}
+	l.Burst -= int(g)
+	return l, nil
+}
+
+// leasePolicy returns p with every window's Burst lowered as leaseLimit
+// does, or an error wrapping keyrate.ErrInvalidPolicy.
+func leasePolicy(p keyrate.Policy, life time.Duration) (keyrate.Policy, error) {
+	p.Limits = slices.Clone(p.Limits)
+	for i, l := range p.Limits {
+		var err error
+		if p.Limits[i], err = leaseLimit(l, life); err != nil {
+			return p, fmt.Errorf("%w: %q window %d: %w", keyrate.ErrInvalidPolicy, p.Name, i, err)
+		}
+	}
+	return p, nil
+}
