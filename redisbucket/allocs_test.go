@@ -17,11 +17,8 @@ const maxAllowAllocs = 8
 
 // TestAllowAllocs: an AllowN that Redis answers, allowed or denied,
 // allocates at most maxAllowAllocs times on average, with the background
-// context that Allow and AllowN use.
+// context that Allow and AllowN use (two more under the race detector).
 func TestAllowAllocs(t *testing.T) {
-	if racetest.Enabled {
-		t.Skip("the race detector drops sync.Pool entries at random, so allocation counts vary under it")
-	}
 	client := newClient(t, server(t).Addr())
 	s := mustNew(t, client, keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
 		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
@@ -43,8 +40,14 @@ func TestAllowAllocs(t *testing.T) {
 		if failed {
 			t.Fatalf("%s: AllowN did not answer Allowed=%v without error", c.name, c.want)
 		}
-		if n > maxAllowAllocs {
-			t.Errorf("%s: AllowN allocates %v times per call; want at most %d", c.name, n, maxAllowAllocs)
+		limit := float64(maxAllowAllocs)
+		if racetest.Enabled {
+			// The race detector drops a quarter of sync.Pool's Puts at
+			// random, and instruments more: a call can make two more.
+			limit += 2
+		}
+		if n > limit {
+			t.Errorf("%s: AllowN allocates %v times per call; want at most %v", c.name, n, limit)
 		}
 	}
 }
