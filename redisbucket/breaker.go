@@ -44,10 +44,13 @@ type Breaker struct {
 	Clock clock.Clock
 }
 
-// Defaults of Breaker.
+// Defaults and bounds of Breaker.
 const (
-	DefaultBreakerFailures   = 5
-	DefaultBreakerBackoff    = time.Second
+	// DefaultBreakerFailures is Breaker.Failures's default.
+	DefaultBreakerFailures = 5
+	// DefaultBreakerBackoff is Breaker.Backoff's default.
+	DefaultBreakerBackoff = time.Second
+	// DefaultBreakerMaxBackoff is Breaker.MaxBackoff's default.
 	DefaultBreakerMaxBackoff = 30 * time.Second
 	// MaxBreakerBackoff is the longest Backoff and MaxBackoff accepted.
 	MaxBreakerBackoff = time.Hour

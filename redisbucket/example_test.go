@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
@@ -157,4 +158,59 @@ func ExampleStore_Reserve() {
 	// true 30s <nil>
 	// true
 	// true true
+}
+
+// With no Redis to answer (nothing listens on port 1), a circuit breaker
+// of two failures opens after two calls that fail; the third is answered
+// at once by the failure policy, sending nothing, until the back-off ends.
+func ExampleWithBreaker() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	backoff := clock.NewManual(0) // a test's clock; clock.System() by default
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond),
+		redisbucket.WithEvictionAllowed(),
+		redisbucket.WithBreaker(redisbucket.Breaker{Failures: 2, Backoff: time.Second, Clock: backoff}))
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		_, err := limiter.AllowN("alice", 1)
+		fmt.Println(errors.Is(err, redisbucket.ErrUnavailable), errors.Is(err, redisbucket.ErrCircuitOpen))
+	}
+	st := limiter.Stats()
+	fmt.Println(st.Calls, st.Errors, st.ShortCircuited, st.BreakerOpen)
+	backoff.Advance(time.Second) // the back-off ends: the next call probes
+	_, _ = limiter.AllowN("alice", 1)
+	fmt.Println(limiter.Stats().Calls, limiter.Stats().BreakerOpens)
+	// Output:
+	// true false
+	// true false
+	// true true
+	// 2 2 1 true
+	// 3 2
+}
+
+// A fleet of 4 processes, each with WithFallbackNodes(4), divides the
+// fallback's limits among them while Redis is down (nothing listens on
+// port 1): each process's fallback holds a quarter of the burst of 8.
+func ExampleWithFallbackNodes() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(8),
+		redisbucket.WithTimeout(20*time.Millisecond),
+		redisbucket.WithEvictionAllowed(),
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal),
+		redisbucket.WithFallbackNodes(4))
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		d, err := limiter.AllowN("alice", 1)
+		fmt.Println(d.Allowed, d.Limit, err)
+	}
+	// Output:
+	// true 8 per 4m0s, burst 2 <nil>
+	// true 8 per 4m0s, burst 2 <nil>
+	// false 8 per 4m0s, burst 2 <nil>
 }
