@@ -104,15 +104,17 @@ func (s *Store) startCounter(c NodeCount) error {
 func (s *Store) count(ctx context.Context) {
 	c := s.counter
 	defer close(c.done)
-	for next := c.cfg.Clock.Now(); ; next += c.cfg.Every {
+	for next := c.cfg.Clock.Now(); ; {
 		if err := clock.SleepUntil(ctx, c.cfg.Clock, next); err != nil {
 			return
 		}
-		n, err := s.heartbeat(ctx)
-		if err != nil {
-			continue // an outage: the count stays as it was
+		if n, err := s.heartbeat(ctx); err == nil { // else an outage: the count stays
+			s.reshare(int(n))
 		}
-		s.reshare(int(n))
+		// The next beat, Every after this one's slot, or now if that has
+		// passed (a clock that jumped, a heartbeat that took long): never
+		// a burst of beats to catch up.
+		next = max(next+c.cfg.Every, c.cfg.Clock.Now())
 	}
 }
 
