@@ -212,3 +212,34 @@ func TestLeaseOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseSlackNeeded is why WithLeases lowers the Burst: tokens spent in
+// Redis before they are served, but served up to a Life later, can land
+// beside the tokens the window refilled meanwhile. Under 10/s with a
+// burst of 10 and no slack, a lease of 10 taken at 0 and served at 1s,
+// while another process spends each token as it refills, puts 11
+// admissions at the instant 1s: above Burst + Rate·0/Per = 10.
+func TestLeaseSlackNeeded(t *testing.T) {
+	client := newClient(t, server(t).Addr())
+	clk := clock.NewManual(start)
+	limit := keyrate.PerSecond(10).WithBurst(10)
+	s := openWait(t, client, limit, clk) // Redis's accounting, no slack
+	if d, err := s.AllowN("k", 10); err != nil || !d.Allowed {
+		t.Fatalf("the lease of 10 at 0: %+v, %v", d, err)
+	}
+	at1s := 10 // the lease's tokens, served at 1s
+	for step := 1; step <= 10; step++ {
+		clk.Advance(100 * time.Millisecond)
+		d, err := s.AllowN("k", 1) // another process, as each token refills
+		if err != nil || !d.Allowed {
+			t.Fatalf("the token refilled at %v: %+v, %v", time.Duration(step)*100*time.Millisecond, d, err)
+		}
+		if step == 10 {
+			at1s++
+		}
+	}
+	if at1s <= limit.Burst {
+		t.Fatalf("%d admissions at 1s; the counter-example needs more than the burst %d", at1s, limit.Burst)
+	}
+	t.Logf("%d admissions at the instant 1s without the slack; the bound is %d", at1s, limit.Burst)
+}
