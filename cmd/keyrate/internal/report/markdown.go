@@ -560,7 +560,7 @@ func (m *md) redis() {
 		m.p("| %s |", strings.Join(row, " | "))
 	}
 	m.p("")
-	m.p("Target: allow's p50 within %g× of empty's at every client count (see Targets). The in-process stores' ns/op above are the price without the network.\n", redisEmptyMax)
+	m.p("Target: allow's p50 within %g× of empty's with one client and %g× with more, and at most %d allocs/op (see Targets). The in-process stores' ns/op above are the price without the network.\n", redisEmptyOne, redisEmptyMany, redisAllocsMax)
 }
 
 // deltas compares the reported set with base, benchstat style.

@@ -33,7 +33,9 @@ const (
 	leanestBytesMax   = 64.0 // B/key of the leanest store, at most
 	everyBytesMax     = 100.0
 	leanestGCMillisMx = 10.0
-	redisEmptyMax     = 1.2 // redisbucket Allow's p50 ÷ an empty EVALSHA's, at most
+	redisEmptyOne     = 1.3 // redisbucket Allow's p50 ÷ an empty EVALSHA's with one client, at most
+	redisEmptyMany    = 1.6 // the same with more clients (50 in BenchmarkRedis), at most
+	redisAllocsMax    = 8   // redisbucket Allow's allocs/op, at most
 	twoWindowsMax     = 1.6 // a store under two windows ÷ the same under one (ns/op), at most
 	threeTiersMax     = 1.1 // a store with three tiers ÷ the same with one limit (ns/op), at most
 	waitMax           = 1.1 // Wait on a key with tokens ÷ AllowN (ns/op), at most
@@ -271,11 +273,12 @@ func (s *Set) noRetryStorm() Verdict {
 	return c.done()
 }
 
-// redisOverhead: redisbucket's Allow within 1.2× of an EVALSHA of an empty
-// script on the same connection, by median p50 per call, at every client
+// redisOverhead: redisbucket's Allow within 1.3× of an EVALSHA of an empty
+// script on the same connection with one client, and 1.6× with more, by
+// median p50 per call, and at most 8 allocations per call, at every client
 // count measured.
 func (s *Set) redisOverhead() Verdict {
-	c := newCheck(fmt.Sprintf("redisbucket Allow within %g× of an empty EVALSHA (p50, every client count)", redisEmptyMax))
+	c := newCheck(fmt.Sprintf("redisbucket Allow within %g× of an empty EVALSHA with one client and %g× with more (p50), at most %d allocs/op", redisEmptyOne, redisEmptyMany, redisAllocsMax))
 	if len(s.RedisClients) == 0 {
 		c.missing("BenchmarkRedis (no redis-server on PATH?)")
 		return c.done()
@@ -287,7 +290,14 @@ func (s *Set) redisOverhead() Verdict {
 			c.missing(fmt.Sprintf("clients=%d p50", n))
 			continue
 		}
-		c.add(a/e <= redisEmptyMax, "clients=%d: %.1f µs vs %.1f µs (%.2f×)", n, a/1e3, e/1e3, a/e)
+		most := redisEmptyMany
+		if n == 1 {
+			most = redisEmptyOne
+		}
+		c.add(a/e <= most, "clients=%d: %.1f µs vs %.1f µs (%.2f×)", n, a/1e3, e/1e3, a/e)
+		if m, ok := s.Median(redisCell(redisAllow, n, unitAllocs)); ok {
+			c.add(m <= redisAllocsMax, "clients=%d: %g allocs/op", n, m)
+		}
 	}
 	return c.done()
 }
