@@ -91,8 +91,9 @@ benchrace:
 # on 2 shared cores, an estimate from the 21 it took up to twice, and 4 for
 # BenchmarkMemory on 2 shared cores, plus BenchmarkRedis when redis-server is
 # installed); make report runs a quick one (-count 6 at -cpu 1,2, 20ms a
-# benchmark: about 6 minutes on 2 cores, most of it building million-key
-# stores). BenchmarkAllow's policy rows (store=<store>/policy=..., see
+# benchmark: about 11 minutes on 2 cores with BenchmarkRedis, most of it
+# building the million-key stores of uniform-1M, uniform-1M-idle and
+# zipf-1M; measured on a clean clone on 2026-11-23). BenchmarkAllow's policy rows (store=<store>/policy=..., see
 # bench/doc.go) are part of both: about 5s of the quick one, 1.5 minutes of
 # the full one.
 BENCH_DATE := $(shell date -u +%Y-%m-%d)
