@@ -381,10 +381,6 @@ func (p *Rule) Peek(s State, now uint64) Decision {
 	return d
 }
 
-// remainingAt returns the cost a request could spend from state s at tick
-// now.
-func (p *Rule) remainingAt(s State, now uint64) int { return p.Tokens(s, now) }
-
 // resetAt returns the time from tick now until state s is full.
 func (p *Rule) resetAt(s State, now uint64) time.Duration {
 	if p.alg != TokenBucket {

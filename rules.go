@@ -210,7 +210,7 @@ func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) Decisi
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		now := r.Ticks(t)
-		rem, reset := r.remainingAt(s[i], now), r.resetAt(s[i], now)
+		rem, reset := r.Tokens(s[i], now), r.resetAt(s[i], now)
 		d.ResetAfter = max(d.ResetAfter, reset)
 		if !d.Allowed {
 			d.RetryAfter = max(d.RetryAfter, r.retryAt(s[i], now, cost))

@@ -134,21 +134,17 @@ func (p *Rule) view(s State, now uint64) (base, e, prev, cur uint64, ahead bool)
 // and cur at which cost more is allowed, or W if none is in the window:
 // for the sliding window, prev·(W − e') ≤ (N − cur − cost)·W.
 func (p *Rule) fitsAt(e, prev, cur, cost uint64) uint64 {
+	if p.fits(e, prev, cur, cost) {
+		return e
+	}
 	if cur+cost > p.n {
 		return p.win
 	}
-	if prev == 0 || p.alg == FixedWindow {
-		return e
-	}
+	// A sliding window whose previous count weighs too much at e: the
+	// least e' with prev·(W − e') ≤ (N − cur − cost)·W.
 	hi, lo := bits.Mul64(p.n-cur-cost, p.win)
-	if hi >= prev { // the quotient is at least 2^64, past any W
-		return e
-	}
-	q, _ := bits.Div64(hi, lo, prev) // W − e' ≤ ⌊(N−cur−cost)·W/prev⌋
-	if q >= p.win {
-		return e
-	}
-	return max(e, p.win-q)
+	q, _ := bits.Div64(hi, lo, prev) // hi < prev: prev·W > (N−cur−cost)·W, as it does not fit at e ≥ 0
+	return p.win - q
 }
 
 // fits reports whether cost more is allowed at offset e into a window
