@@ -4,7 +4,7 @@ import "fmt"
 
 // Algorithm is how a Limit counts a key's requests. The zero Algorithm is
 // TokenBucket. Every store carries every algorithm but SlidingLog in the
-// one 64-bit State, so that all of them, the lock-free one included, run
+// one 64-bit state, so that all of them, the lock-free one included, run
 // each algorithm with no change to how they synchronise.
 //
 // With N = Rate and W = Per, and time t counted from the store's epoch

@@ -4,17 +4,21 @@
 // goroutine per key, and never admits more than the limit, however many
 // goroutines hit the same key at once.
 //
-// This package holds the contract: Limit, Decision, the Limiter interface,
-// the errors, the options every store shares, and the token-bucket
-// arithmetic (Rule, and Rules for a Policy of several limits), written
-// once. The stores live in sibling packages and
-// differ only in how they synchronise that arithmetic:
+// This package holds the contract: Limit, Policy, Decision, the Limiter
+// interfaces, the errors and the options every store shares. The
+// arithmetic behind it (for one limit, and for a Policy of several) is
+// written once, in an internal package of this module, and the stores
+// live in sibling packages and differ only in how they synchronise it:
 //
 //   - mutexbucket: a map of buckets, each with its own mutex;
 //   - striped: N hash-selected stripes, each a mutex and a plain map;
 //   - atomicbucket: a map of 64-bit words updated by a lock-free CAS loop.
 //
-// Because the arithmetic is shared, the three make identical decisions.
+// Because the arithmetic is shared, the three make identical decisions;
+// redisbucket runs the same arithmetic in a Redis script. The packed state,
+// its arithmetic and the plumbing of options are internal to this module:
+// the stores here are the implementations of Limiter, and no store outside
+// it is meant to be written.
 //
 // # The algorithm
 //
@@ -31,7 +35,7 @@
 // (the sliding-window counter, which weighs the previous window's count by
 // how much of it the last W still covers: under 2N in any W, and exactly
 // at most N when requests were spread evenly). Both pack into the same
-// 64-bit State, so every store carries them, and a policy may mix them
+// 64-bit state, so every store carries them, and a policy may mix them
 // with token buckets. Their "tokens" are what the window has left: a
 // Decision's Remaining is the largest cost allowed now, RetryAfter the
 // earliest time the same request is allowed, ResetAfter the time until
@@ -45,9 +49,9 @@
 // in-process store implements PolicyLimiter, whose Tier and AllowTier pick
 // a policy per request, and WithPolicyFunc picks one per key. SetPolicy
 // changes policies at runtime and Refund gives tokens back. A key has one
-// bucket, one State per window of the policy it was last decided under;
-// Rules.Take is the all-or-nothing transition over them, Rules.Carry the
-// rule by which a key's state follows a change of policy.
+// bucket, one 64-bit state per window of the policy it was last decided
+// under; a request is one all-or-nothing transition over them, and a
+// change of policy carries them over by the rule PolicyLimiter documents.
 //
 // # Waiting
 //
@@ -55,7 +59,7 @@
 // the bucket holds it, sleeping on the store's clock if it must, and
 // Reserve hands out the earliest slot at which the cost is there, up to a
 // maximum wait, without sleeping. A reservation is a spend allowed past
-// the fill time by at most that wait (Rule.Reserve); the token bucket's
+// the fill time by at most that wait; the token bucket's
 // bound holds at the reservations' slots, and Wait never returns before
 // its slot. Reservation.Cancel gives back the tokens of the latest
 // reservation on a key, and never any that a later reservation's slot
@@ -63,7 +67,7 @@
 //
 // # The packed state
 //
-// For the token bucket, a bucket is one 64-bit word, State, holding its
+// For the token bucket, a bucket is one 64-bit word holding its
 // theoretical arrival time (TAT, as in the generic cell rate algorithm):
 // the instant, in ticks, at which the bucket will next be full. Tokens and timestamp are folded into
 // that one number. With I the ticks per token and F = Burst·I the ticks to
@@ -71,25 +75,24 @@
 //
 //	tokens(now) = (F − max(0, TAT − now)) / I
 //
-// so TAT ≤ now is a full bucket (the zero State is full at every instant),
+// so TAT ≤ now is a full bucket (a zero word is full at every instant),
 // and TAT = now + F is an empty one. Spending c tokens at tick now is
 //
 //	TAT' = max(TAT, now) + c·I,   allowed iff TAT' − now ≤ F
 //
-// and a denied request leaves the word unchanged. Rule.Take is exactly this
-// transition, a pure function that the stores call under a lock or in a CAS
+// and a denied request leaves the word unchanged. Every store runs exactly
+// this transition, a pure function written once, under a lock or in a CAS
 // loop.
 //
 // # Time unit and exactness
 //
-// A tick is 1/k ns, where k (Rule.Scale) is the denominator of Per/Rate in
+// A tick is 1/k ns, where k (the limit's scale) is the denominator of Per/Rate in
 // lowest terms whenever that is at most MaxScale (14). Then I = k·Per/Rate
 // is a whole number and every decision equals that of the exact rational
 // token bucket, with no drift: PerMinute(3) admits 3, then one every 20s
 // forever; 3 per 10s (k = 3) is exact too. For other limits k is the least
 // value for which rounding I up to a whole tick loses at most 0.01% of the
-// rate; the rounding is against the client, never for it. Rule.Exact
-// reports which case applies. Limits whose token interval is below about
+// rate; the rounding is against the client, never for it. Limits whose token interval is below about
 // 714ns and not exact are rejected.
 //
 // # Bounds, and why nothing wraps
@@ -125,7 +128,7 @@
 // and so fewer tokens, never more; a clock stepped backwards likewise only
 // denies more until it catches up.
 //
-// A window algorithm's State packs the window index above its counts
+// A window algorithm's state packs the window index above its counts
 // (the current window's, and for the sliding window the previous one's),
 // each count in bits.Len(N) bits, below 2^63 like a TAT. The index only
 // grows and a window's counts only grow, so a stale reading can only

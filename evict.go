@@ -3,18 +3,9 @@ package keyrate
 import (
 	"fmt"
 	"time"
-)
 
-// Tombstone is the State of a bucket that a sweep has removed: a value no
-// live bucket can hold, since a theoretical arrival time never exceeds
-// 2^63 (see the package documentation). A store marks a bucket Tombstone,
-// under the bucket's lock or with one compare-and-swap, in the same step
-// in which it finds the bucket full, so that a goroutine that looked the
-// bucket up just before it was removed sees the mark and looks the key up
-// again instead of spending from the detached bucket.
-//
-// Tombstone is not a state to pass to Rule.Take: check for it first.
-const Tombstone State = ^State(0)
+	"github.com/keyrate/keyrate/internal/settings"
+)
 
 // Stats is a snapshot of a store's bookkeeping, from its Stats method.
 type Stats struct {
@@ -71,12 +62,12 @@ type BoundedLimiter interface {
 // served normally. A bucket that is not full is never evicted to make
 // room: that would hand its client a fresh bucket and relax the limit.
 func WithMaxKeys(n int) Option {
-	return func(s *Settings) {
-		if s.err != nil {
+	return func(s *settings.Settings[Policy]) {
+		if s.Err != nil {
 			return
 		}
 		if n < 1 {
-			s.err = fmt.Errorf("%w: WithMaxKeys: %d is below 1", ErrInvalidOption, n)
+			s.Err = fmt.Errorf("%w: WithMaxKeys: %d is below 1", ErrInvalidOption, n)
 			return
 		}
 		s.MaxKeys = n
@@ -91,12 +82,12 @@ func WithMaxKeys(n int) Option {
 // With a background sweeper that incremental maintenance is off, except
 // in a store that WithMaxKeys has filled.
 func WithSweepInterval(d time.Duration) Option {
-	return func(s *Settings) {
-		if s.err != nil {
+	return func(s *settings.Settings[Policy]) {
+		if s.Err != nil {
 			return
 		}
 		if d <= 0 {
-			s.err = fmt.Errorf("%w: WithSweepInterval: %v is not positive", ErrInvalidOption, d)
+			s.Err = fmt.Errorf("%w: WithSweepInterval: %v is not positive", ErrInvalidOption, d)
 			return
 		}
 		s.SweepInterval = d
@@ -126,12 +117,12 @@ const DefaultEvictionGrace = time.Minute
 // empty counts as full since its window began, and its grace may end up
 // to a window sooner.
 func WithEvictionGrace(d time.Duration) Option {
-	return func(s *Settings) {
-		if s.err != nil {
+	return func(s *settings.Settings[Policy]) {
+		if s.Err != nil {
 			return
 		}
 		if d < 0 {
-			s.err = fmt.Errorf("%w: WithEvictionGrace: %v is negative", ErrInvalidOption, d)
+			s.Err = fmt.Errorf("%w: WithEvictionGrace: %v is negative", ErrInvalidOption, d)
 			return
 		}
 		s.EvictionGrace = d
@@ -151,16 +142,9 @@ func WithEvictionGrace(d time.Duration) Option {
 // never admit anyone more. The per-store random seed keeps an attacker
 // from crafting colliding keys.
 func WithHashedKeys() Option {
-	return func(s *Settings) {
-		if s.err == nil {
+	return func(s *settings.Settings[Policy]) {
+		if s.Err == nil {
 			s.HashedKeys = true
 		}
 	}
-}
-
-// StoreFullError returns the error a store with a cap of max keys returns
-// for a new key it cannot track: it wraps ErrStoreFull and names the cap.
-// A store builds it once, so that refusing allocates nothing.
-func StoreFullError(max int) error {
-	return fmt.Errorf("%w: it tracks its WithMaxKeys limit of %d keys and none it examined was full again", ErrStoreFull, max)
 }

@@ -3,6 +3,8 @@ package keyrate
 import (
 	"fmt"
 	"time"
+
+	"github.com/keyrate/keyrate/internal/tick"
 )
 
 // Limit is a token-bucket limit by default: Rate tokens are added every
@@ -52,8 +54,17 @@ func (l Limit) WithBurst(b int) Limit {
 // Validate reports whether l can be enforced: it returns nil, or an error
 // wrapping ErrInvalidLimit that names the offending value and its bound.
 func (l Limit) Validate() error {
-	_, err := compile(l)
+	_, err := l.unit()
 	return err
+}
+
+// unit validates l and works out its tick unit.
+func (l Limit) unit() (tick.Unit, error) {
+	u, err := tick.Compile(tick.Spec{Rate: l.Rate, Per: l.Per, Burst: l.Burst, Alg: uint8(l.Algorithm), Name: l.Algorithm.String()})
+	if err != nil {
+		return tick.Unit{}, fmt.Errorf("%w: %v", ErrInvalidLimit, err)
+	}
+	return u, nil
 }
 
 // FillTime returns how long an empty bucket takes to fill: Burst·Per/Rate,
@@ -62,11 +73,11 @@ func (l Limit) Validate() error {
 // start of a window takes to have no requests counted: Per for
 // FixedWindow, 2·Per for SlidingWindow.
 func (l Limit) FillTime() time.Duration {
-	p, err := compile(l)
+	u, err := l.unit()
 	if err != nil {
 		return 0
 	}
-	return p.duration(p.fill)
+	return u.FillTime()
 }
 
 // String returns the limit in the form "3 per 1m0s, burst 3", or for a
@@ -80,3 +91,12 @@ func (l Limit) String() string {
 	}
 	return fmt.Sprintf("%d per %v, burst %d", l.Rate, l.Per, l.Burst)
 }
+
+// MaxScale is the most ticks per nanosecond a store counts a limit's time
+// in (see the package documentation's "Time unit and exactness"): a limit
+// whose Per/Rate in lowest terms has a denominator of at most MaxScale is
+// enforced exactly, and every store's clock range is over ten years.
+const MaxScale = 14
+
+// MaxScale is the scale internal/tick compiles limits with.
+const _ = uint(MaxScale-tick.MaxScale) + uint(tick.MaxScale-MaxScale)

@@ -1,9 +1,6 @@
 package keyrate
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // DefaultPolicy is the name of a store's default policy: the one built
 // from the Limit given to New, which Allow and AllowN enforce on every key
@@ -51,8 +48,24 @@ func Unlimited(name string) Policy { return Policy{Name: name, Unlimited: true} 
 // wrapping ErrInvalidPolicy that names the offending value and its bound
 // (and wraps ErrInvalidLimit too for an invalid window).
 func (p Policy) Validate() error {
-	_, err := compilePolicy(p)
-	return err
+	switch {
+	case p.Name == "":
+		return fmt.Errorf("%w: the name is empty", ErrInvalidPolicy)
+	case p.Unlimited && len(p.Limits) > 0:
+		return fmt.Errorf("%w: %q is unlimited but has %d limits", ErrInvalidPolicy, p.Name, len(p.Limits))
+	case p.Unlimited:
+		return nil
+	case len(p.Limits) == 0:
+		return fmt.Errorf("%w: %q has no limits (at least 1; use Unlimited for none)", ErrInvalidPolicy, p.Name)
+	case len(p.Limits) > MaxLimits:
+		return fmt.Errorf("%w: %q has %d limits, above the most of %d", ErrInvalidPolicy, p.Name, len(p.Limits), MaxLimits)
+	}
+	for i, l := range p.Limits {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("%w: %q window %d (%v): %w", ErrInvalidPolicy, p.Name, i, l, err)
+		}
+	}
+	return nil
 }
 
 // String returns the policy in the form
@@ -69,33 +82,4 @@ func (p Policy) String() string {
 		s += " " + l.String()
 	}
 	return s
-}
-
-// compilePolicy validates p and compiles its windows, reading no clock.
-func compilePolicy(p Policy) (*Rules, error) {
-	switch {
-	case p.Name == "":
-		return nil, fmt.Errorf("%w: the name is empty", ErrInvalidPolicy)
-	case p.Unlimited && len(p.Limits) > 0:
-		return nil, fmt.Errorf("%w: %q is unlimited but has %d limits", ErrInvalidPolicy, p.Name, len(p.Limits))
-	case p.Unlimited:
-		return &Rules{policy: Policy{Name: p.Name, Unlimited: true}}, nil
-	case len(p.Limits) == 0:
-		return nil, fmt.Errorf("%w: %q has no limits (at least 1; use Unlimited for none)", ErrInvalidPolicy, p.Name)
-	case len(p.Limits) > MaxLimits:
-		return nil, fmt.Errorf("%w: %q has %d limits, above the most of %d", ErrInvalidPolicy, p.Name, len(p.Limits), MaxLimits)
-	}
-	rs := &Rules{policy: Policy{Name: p.Name, Limits: slices.Clone(p.Limits)}, rules: make([]Rule, len(p.Limits))}
-	rs.minBurst = p.Limits[0].Burst
-	for i, l := range p.Limits {
-		r, err := compile(l)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q window %d (%v): %w", ErrInvalidPolicy, p.Name, i, l, err)
-		}
-		r.policy, r.window = p.Name, i
-		rs.rules[i] = r
-		rs.minBurst = min(rs.minBurst, l.Burst)
-	}
-	rs.oneBucket = len(rs.rules) == 1 && rs.rules[0].alg == TokenBucket
-	return rs, nil
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/handle"
+	"github.com/keyrate/keyrate/internal/tick"
 )
 
 // WaitLimiter is a PolicyLimiter whose callers can wait for tokens rather
@@ -17,8 +18,8 @@ import (
 // A reservation takes cost tokens for the earliest instant at which the
 // key's bucket holds them, its slot: at once if it holds them now, or
 // later, as long as the slot is at most a maximum wait away. With GCRA
-// this is a spend allowed past the fill time by at most that wait (see
-// Rule.Reserve): one compare-and-swap in atomicbucket, one locked step in
+// this is a spend allowed past the fill time by at most that wait:
+// one compare-and-swap in atomicbucket, one locked step in
 // the other stores, one script call in redisbucket. Reservations on one
 // key get their slots in the order they are made, so waiters are served
 // first come, first served, and the bound of the package documentation
@@ -67,9 +68,9 @@ type WaitLimiter interface {
 	Cancel(r Reservation) bool
 }
 
-// Canceler is what a Reservation calls back to cancel itself: the store
+// canceler is what a Reservation calls back to cancel itself: the store
 // that made it. Every WaitLimiter is one.
-type Canceler interface {
+type canceler = interface {
 	Cancel(r Reservation) bool
 }
 
@@ -93,10 +94,10 @@ type Canceler interface {
 // interval the slots admit at most Burst + Rate·T/Per tokens measured in
 // the store's ticks, which differ from nanoseconds by less than one.
 type Reservation struct {
-	lim   Canceler
+	lim   canceler
 	key   string
-	rules *Rules
-	end   State         // window 0's state after the reservation
+	rules any           // the compiled policy it was made under
+	end   uint64        // window 0's state after the reservation
 	t     time.Duration // the clock reading it was made at
 	slot  time.Duration // the clock reading of its slot
 	wait  time.Duration // the most it was allowed to wait
@@ -104,13 +105,11 @@ type Reservation struct {
 	ok    bool
 }
 
-// NewReservation is how a store reports a reservation: made by lim for
-// key under rs at clock reading t, with maximum wait wait and cost cost,
-// with its slot, and (for Cancel) end, the state it left in window 0. ok
-// reports whether it was made; if not, slot is the one it would have
-// needed. Stores call it; users get Reservations from a WaitLimiter.
-func NewReservation(lim Canceler, key string, rs *Rules, end State, t, slot, wait time.Duration, cost int, ok bool) Reservation {
-	return Reservation{lim: lim, key: key, rules: rs, end: end, t: t, slot: slot, wait: wait, cost: cost, ok: ok}
+func init() {
+	handle.NewReservation = func(lim canceler, key string, rules any, end uint64, t, slot, wait time.Duration, cost int, ok bool) Reservation {
+		return Reservation{lim: lim, key: key, rules: rules, end: end, t: t, slot: slot, wait: wait, cost: cost, ok: ok}
+	}
+	handle.ReservationParts = func(r Reservation) (rules any, end uint64) { return r.rules, r.end }
 }
 
 // OK reports whether the tokens were reserved: their slot was at most the
@@ -126,22 +125,14 @@ func (r Reservation) Cost() int { return r.cost }
 // Delay returns the wait, from the moment the reservation was made, until
 // its slot: 0 if the tokens were there at once. If OK is false it is the
 // wait the reservation would have needed.
-func (r Reservation) Delay() time.Duration { return Delay(r.slot, r.t) }
+func (r Reservation) Delay() time.Duration { return tick.Delay(r.slot, r.t) }
 
 // At returns the slot as a reading of the store's clock.
 func (r Reservation) At() time.Duration { return r.slot }
 
 // DelayFrom returns the wait from clock reading now until the slot: 0 once
 // it has come.
-func (r Reservation) DelayFrom(now time.Duration) time.Duration { return Delay(r.slot, now) }
-
-// Rules returns the compiled policy the reservation was made under (nil
-// for the zero Reservation). Stores call it in Cancel.
-func (r Reservation) Rules() *Rules { return r.rules }
-
-// End returns the state the reservation left in window 0. Stores call it
-// in Cancel.
-func (r Reservation) End() State { return r.end }
+func (r Reservation) DelayFrom(now time.Duration) time.Duration { return tick.Delay(r.slot, now) }
 
 // Cancel gives the reserved tokens back if the slot has not come and no
 // request has spent, reserved, refunded or cancelled on the key since the
@@ -194,8 +185,8 @@ func (r Reservation) sleep(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	c := r.rules.Clock()
-	if budget, err := WaitBudget(ctx); err != nil || budget < r.DelayFrom(c.Now()) {
+	c := r.rules.(interface{ Clock() clock.Clock }).Clock()
+	if budget, err := tick.WaitBudget(ctx); err != nil || budget < r.DelayFrom(c.Now()) {
 		r.Cancel()
 		if err != nil {
 			return err
@@ -217,20 +208,4 @@ var errZero = errors.New("keyrate: Wait on the zero Reservation, which no store 
 func deadlineError(delay time.Duration, cost int, left time.Duration) error {
 	return fmt.Errorf("%w: waiting %v for a cost of %d would pass the deadline, %v away: %w",
 		ErrWaitExceedsDeadline, delay, cost, max(left, 0), context.DeadlineExceeded)
-}
-
-// WaitBudget returns the longest wait ctx allows, the time left until its
-// deadline (0 if it has passed) or, without one, no bound; or ctx.Err() if
-// ctx is done. A nil ctx is context.Background(). Stores call it in Wait.
-func WaitBudget(ctx context.Context) (time.Duration, error) {
-	if ctx == nil {
-		return math.MaxInt64, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if d, ok := ctx.Deadline(); ok {
-		return max(time.Until(d), 0), nil
-	}
-	return math.MaxInt64, nil
 }

@@ -11,11 +11,13 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
-// Store is a keyrate.Limiter that keeps each key's packed state (see
-// keyrate.State) in an atomic.Uint64, in an xsync.MapOf from key to word.
+// Store is a keyrate.Limiter that keeps each key's packed state (see the
+// keyrate package documentation) in an atomic.Uint64, in an xsync.MapOf
+// from key to word.
 //
 // A call looks the key up (lock-free for a known key), reads the clock and
 // runs a compare-and-swap loop: load the word, apply keyrate's shared
@@ -23,15 +25,15 @@ import (
 // meanwhile, else retry with the fresh word. A denied request writes
 // nothing, so a hot key that is being denied is read-shared by every core.
 // The reading of now is not retaken on a retry: a stale reading can only
-// find fewer tokens (see keyrate.Rule.Take), so the loop never
-// over-admits.
+// find fewer tokens (see the keyrate package documentation), so the loop
+// never over-admits.
 //
 // # Memory
 //
 // The store removes the words of idle keys exactly: only a word that is
 // full again (idle for at least Limit.FillTime since it was last emptied),
 // which is indistinguishable from a new one. The sweep swaps such a word to
-// keyrate.Tombstone with one compare-and-swap from the very value it judged
+// a tombstone, a value no live word holds, with one compare-and-swap from the very value it judged
 // full, then deletes it from the map; a spend's compare-and-swap therefore
 // either lands before the mark (and the sweep leaves the word alone) or
 // finds the mark and looks the key up again, so no spend is ever lost.
@@ -73,27 +75,27 @@ import (
 // The store implements keyrate.WaitLimiter. A reservation of a one-window
 // key is the same compare-and-swap loop as a spend, with the bucket's
 // arrival time allowed past its fill time by the maximum wait
-// (keyrate.Rule.Reserve): lock-free, and no slower than AllowN. Wait
+// (see keyrate.WaitLimiter): lock-free, and no slower than AllowN. Wait
 // creates no timer when the tokens are there, and otherwise sleeps on the
 // store's clock on the caller's goroutine; Cancel is one more
 // compare-and-swap, from the very state the reservation left.
 type Store struct {
-	pols  *keyrate.Policies
+	pols  *rules.Policies
 	strs  *xsync.MapOf[string, *bucket] // words.Strings(), for the hot path
 	words sweep.Map[*bucket]
 }
 
 // bucket is one key's packed states under one policy. Window 0's state
-// is the atomic word w: keyrate.Tombstone once swept, and sweep.Fresh
+// is the atomic word w: rules.Tombstone once swept, and sweep.Fresh
 // until first spent from. A one-window bucket is just that word, updated
 // by compare-and-swap. A bucket of several windows keeps windows 1 and on
 // in rest, and uses w as its lock as well: a call swaps w to locked (from
 // the state it read), reads and writes every window, and releases the lock
 // by storing window 0's new state in w.
 type bucket struct {
-	rules *keyrate.Rules
+	rules *rules.Rules
 	w     atomic.Uint64
-	rest  *[keyrate.MaxLimits - 1]keyrate.State // guarded by the lock in w
+	rest  *[keyrate.MaxLimits - 1]rules.State // guarded by the lock in w
 }
 
 // locked is w's value while a call holds a bucket of several windows.
@@ -121,10 +123,10 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 }
 
 // newBucket returns a new bucket under rs in states st (Fresh if nil).
-func newBucket(rs *keyrate.Rules, st []keyrate.State) *bucket {
+func newBucket(rs *rules.Rules, st []rules.State) *bucket {
 	b := &bucket{rules: rs}
 	if rs.Len() > 1 {
-		b.rest = new([keyrate.MaxLimits - 1]keyrate.State)
+		b.rest = new([keyrate.MaxLimits - 1]rules.State)
 	}
 	if st == nil {
 		b.w.Store(uint64(sweep.Fresh))
@@ -138,34 +140,34 @@ func newBucket(rs *keyrate.Rules, st []keyrate.State) *bucket {
 }
 
 // Rules returns the policy b is under. See sweep.Bucket.
-func (b *bucket) Rules() *keyrate.Rules { return b.rules }
+func (b *bucket) Rules() *rules.Rules { return b.rules }
 
 // lock takes the lock of a bucket of several windows and returns window
 // 0's state, or reports swept.
-func (b *bucket) lock() (v keyrate.State, swept bool) {
+func (b *bucket) lock() (v rules.State, swept bool) {
 	for {
 		old := b.w.Load()
 		switch old {
-		case uint64(keyrate.Tombstone):
+		case uint64(rules.Tombstone):
 			return 0, true
 		case locked:
 			runtime.Gosched() // held for a few loads and stores
 			continue
 		}
 		if b.w.CompareAndSwap(old, locked) {
-			return keyrate.State(old), false
+			return rules.State(old), false
 		}
 	}
 }
 
 // load copies the states of a locked bucket into s, window 0's being v.
-func (b *bucket) load(v keyrate.State, s []keyrate.State) {
+func (b *bucket) load(v rules.State, s []rules.State) {
 	s[0] = v
 	copy(s[1:], b.rest[:len(s)-1])
 }
 
 // unlock stores the states s into a locked bucket and releases it.
-func (b *bucket) unlock(s []keyrate.State) {
+func (b *bucket) unlock(s []rules.State) {
 	copy(b.rest[:len(s)-1], s[1:])
 	b.w.Store(uint64(s[0]))
 }
@@ -178,11 +180,11 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 		now := r.Ticks(t)
 		for {
 			old := b.w.Load()
-			if keyrate.State(old) >= sweep.Fresh || !r.Full(keyrate.State(old), now) {
+			if rules.State(old) >= sweep.Fresh || !r.Full(rules.State(old), now) {
 				return false
 			}
-			floor.Raise(r.Reading(keyrate.State(old))) // harmless if the swap then fails
-			if b.w.CompareAndSwap(old, uint64(keyrate.Tombstone)) {
+			floor.Raise(r.Reading(rules.State(old))) // harmless if the swap then fails
+			if b.w.CompareAndSwap(old, uint64(rules.Tombstone)) {
 				return true
 			}
 		}
@@ -194,7 +196,7 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 	if swept {
 		return false
 	}
-	var s [keyrate.MaxLimits]keyrate.State
+	var s [keyrate.MaxLimits]rules.State
 	n := b.rules.Len()
 	b.load(v, s[:n])
 	if v == sweep.Fresh || !b.rules.Full(s[:n], t) {
@@ -202,18 +204,18 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 		return false
 	}
 	floor.Raise(b.rules.Reading(s[:n]))
-	b.w.Store(uint64(keyrate.Tombstone))
+	b.w.Store(uint64(rules.Tombstone))
 	return true
 }
 
 // spend runs the CAS loop on a one-window bucket under r at tick now: it
 // spends cost tokens if the bucket holds them (or reserves them, if they
-// are there within wait ticks: keyrate.Rule.Reserve) and returns the state
+// are there within wait ticks: rules.Rule.Reserve) and returns the state
 // after the call. It returns sweep.Fresh, and does nothing, if b is swept or not
 // spent from yet: SpendRare's case. (It is small enough to be inlined.)
-func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (keyrate.State, bool) {
+func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.State, bool) {
 	for {
-		old := keyrate.State(b.w.Load())
+		old := rules.State(b.w.Load())
 		if old >= sweep.Fresh {
 			return sweep.Fresh, false
 		}
@@ -225,11 +227,11 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (keyra
 }
 
 // spendWindow is spend for a rule of a window algorithm: the same loop,
-// over keyrate.Rule.Reserve, which is not inlined (spend's loop keeps the
+// over rules.Rule.Reserve, which is not inlined (spend's loop keeps the
 // token bucket's arithmetic inlined, and calls nothing).
-func spendWindow(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (keyrate.State, bool) {
+func spendWindow(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.State, bool) {
 	for {
-		old := keyrate.State(b.w.Load())
+		old := rules.State(b.w.Load())
 		if old >= sweep.Fresh {
 			return sweep.Fresh, false
 		}
@@ -261,10 +263,10 @@ func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor 
 	}
 	r := b.rules.Rule(0)
 	for {
-		old := keyrate.State(b.w.Load())
+		old := rules.State(b.w.Load())
 		at, state := t, old
 		switch old {
-		case keyrate.Tombstone:
+		case rules.Tombstone:
 			return s, t, 0, true
 		case sweep.Fresh:
 			at = floor.Start(b.rules, t, s[:1])
@@ -295,7 +297,7 @@ func (b *bucket) Refund(t time.Duration, cost int) bool {
 		if swept {
 			return true
 		}
-		var s [keyrate.MaxLimits]keyrate.State
+		var s [keyrate.MaxLimits]rules.State
 		n := b.rules.Len()
 		b.load(v, s[:n])
 		if v != sweep.Fresh {
@@ -307,9 +309,9 @@ func (b *bucket) Refund(t time.Duration, cost int) bool {
 	r := b.rules.Rule(0)
 	now := r.Ticks(t)
 	for {
-		old := keyrate.State(b.w.Load())
+		old := rules.State(b.w.Load())
 		switch old {
-		case keyrate.Tombstone:
+		case rules.Tombstone:
 			return true
 		case sweep.Fresh:
 			return false
@@ -322,8 +324,8 @@ func (b *bucket) Refund(t time.Duration, cost int) bool {
 
 // Cancel gives back a reservation's tokens if b allows it. See
 // sweep.Bucket.
-func (b *bucket) Cancel(end keyrate.State, slot time.Duration, cost int) bool {
-	var s [keyrate.MaxLimits]keyrate.State
+func (b *bucket) Cancel(end rules.State, slot time.Duration, cost int) bool {
+	var s [keyrate.MaxLimits]rules.State
 	if b.rest != nil {
 		v, swept := b.lock()
 		if swept {
@@ -336,13 +338,13 @@ func (b *bucket) Cancel(end keyrate.State, slot time.Duration, cost int) bool {
 		return ok
 	}
 	for {
-		old := keyrate.State(b.w.Load())
+		old := rules.State(b.w.Load())
 		if old >= sweep.Fresh {
 			return false
 		}
 		s[0] = old
 		// The clock is read after the load: no request decided before
-		// it holds a later reading (see keyrate.Rule.Cancel).
+		// it holds a later reading (see rules.Rule.Cancel).
 		if !b.rules.Cancel(s[:1], end, b.rules.Now(), slot, cost) {
 			return false
 		}
@@ -362,15 +364,15 @@ func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
 		if v != sweep.Fresh {
 			b.load(v, s[:b.rules.Len()])
 		}
-		b.w.Store(uint64(keyrate.Tombstone))
+		b.w.Store(uint64(rules.Tombstone))
 		return s, v == sweep.Fresh, true
 	}
 	for {
-		old := keyrate.State(b.w.Load())
-		if old == keyrate.Tombstone {
+		old := rules.State(b.w.Load())
+		if old == rules.Tombstone {
 			return s, false, false
 		}
-		if b.w.CompareAndSwap(uint64(old), uint64(keyrate.Tombstone)) {
+		if b.w.CompareAndSwap(uint64(old), uint64(rules.Tombstone)) {
 			s[0] = old
 			return s, old == sweep.Fresh, true
 		}
@@ -378,12 +380,12 @@ func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
 }
 
 // Swept reports whether b is swept. See sweep.Bucket.
-func (b *bucket) Swept() bool { return b.w.Load() == uint64(keyrate.Tombstone) }
+func (b *bucket) Swept() bool { return b.w.Load() == uint64(rules.Tombstone) }
 
 // States returns b's states. See sweep.Bucket.
 func (b *bucket) States() (s sweep.States, live bool) {
 	if b.rest == nil {
-		v := keyrate.State(b.w.Load())
+		v := rules.State(b.w.Load())
 		s[0] = v
 		return s, v < sweep.Fresh
 	}
@@ -411,7 +413,7 @@ func (s *Store) Allow(key string) bool {
 	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
-			state, ok := keyrate.State(0), false
+			state, ok := rules.State(0), false
 			if rs.OneBucket() {
 				state, ok = spend(r, b, r.Now(), 1, 0)
 			} else {
@@ -450,7 +452,7 @@ func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Deci
 }
 
 // allow is AllowN under rs.
-func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
@@ -458,7 +460,7 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 		if b, ok := s.strs.Load(key); ok && b.rules == rs {
 			r := rs.Rule(0)
 			now := r.Now()
-			state, ok := keyrate.State(0), false
+			state, ok := rules.State(0), false
 			if rs.OneBucket() {
 				state, ok = spend(r, b, now, cost, 0)
 			} else {
@@ -499,7 +501,7 @@ func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cos
 type front Store
 
 // ReserveOne is the known-key fast path. See sweep.Reserver.
-func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
+func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Duration) (state rules.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
 	if s.strs == nil || rs.Len() != 1 {
 		return 0, 0, false, false
@@ -522,7 +524,7 @@ func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Du
 }
 
 // ReserveRare is the slow path. See sweep.Reserver.
-func (f *front) ReserveRare(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+func (f *front) ReserveRare(key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	return f.words.Reserve(f, key, rs, cost, wait)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
@@ -28,7 +29,7 @@ import (
 // The store removes the buckets of idle keys exactly: only a bucket that is
 // full again (idle for at least Limit.FillTime since it was last emptied),
 // which is indistinguishable from a new one. The sweep marks such a bucket
-// keyrate.Tombstone under the bucket's mutex, in the same critical section
+// as a tombstone, a state no live bucket holds, under the bucket's mutex, in the same critical section
 // that finds it full, then deletes it from the map; a call that locks a
 // marked bucket looks the key up again, so no spend is ever lost.
 //
@@ -67,18 +68,18 @@ import (
 // # Waiting
 //
 // The store implements keyrate.WaitLimiter: a reservation is a spend
-// allowed past the fill time by the maximum wait (keyrate.Rule.Reserve),
+// allowed past the fill time by the maximum wait (see keyrate.WaitLimiter),
 // decided under the bucket's mutex like any spend, and so is Cancel. Wait
 // creates no timer when the tokens are there, and otherwise sleeps on the
 // store's clock on the caller's goroutine.
 type Store struct {
-	pols    *keyrate.Policies
+	pols    *rules.Policies
 	strs    *xsync.MapOf[string, *bucket] // buckets.Strings(), for the hot path
 	buckets sweep.Map[*bucket]
 }
 
 // bucket is one key's states, under one policy, and the mutex that guards
-// them. A swept bucket's window 0 is keyrate.Tombstone; one not spent
+// them. A swept bucket's window 0 is rules.Tombstone; one not spent
 // from yet, sweep.Fresh.
 type bucket struct {
 	mu sync.Mutex
@@ -86,7 +87,7 @@ type bucket struct {
 }
 
 // Rules returns the policy b is under. See sweep.Bucket.
-func (b *bucket) Rules() *keyrate.Rules { return b.b.Rules }
+func (b *bucket) Rules() *rules.Rules { return b.b.Rules }
 
 // Evict marks b as swept if it is full at reading t. See sweep.Bucket.
 func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
@@ -95,7 +96,7 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 	if !b.b.Full(t, floor) {
 		return false
 	}
-	b.b.First = keyrate.Tombstone
+	b.b.First = rules.Tombstone
 	return true
 }
 
@@ -121,22 +122,22 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 }
 
 // newBucket returns a new bucket under rs in states st (Fresh if nil).
-func newBucket(rs *keyrate.Rules, st []keyrate.State) *bucket {
+func newBucket(rs *rules.Rules, st []rules.State) *bucket {
 	return &bucket{b: sweep.NewBlock(rs, st)}
 }
 
 // spend spends cost tokens from b, a one-window bucket under r, at tick
 // now if it holds them (or reserves them, if they are there within wait
-// ticks: keyrate.Rule.Reserve), and returns the state after the call. It reports
+// ticks: rules.Rule.Reserve), and returns the state after the call. It reports
 // rare, and does nothing, if b is swept or not spent from yet:
 // SpendRare's case.
-func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (state keyrate.State, ok, rare bool) {
+func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (state rules.State, ok, rare bool) {
 	b.mu.Lock()
 	if b.b.First >= sweep.Fresh {
 		b.mu.Unlock()
 		return 0, false, true
 	}
-	var next keyrate.State
+	var next rules.State
 	if r.Algorithm() == keyrate.TokenBucket { // its arithmetic, inlined
 		next, ok = r.ReserveBucket(b.b.First, now, cost, wait)
 	} else {
@@ -153,7 +154,7 @@ func spend(r *keyrate.Rule, b *bucket, now uint64, cost int, wait uint64) (state
 func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == keyrate.Tombstone {
+	if b.b.First == rules.Tombstone {
 		return s, t, 0, true
 	}
 	t, denied = b.b.Spend(t, cost, wait, floor, s[:b.b.Rules.Len()])
@@ -164,7 +165,7 @@ func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor 
 func (b *bucket) Refund(t time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == keyrate.Tombstone {
+	if b.b.First == rules.Tombstone {
 		return true
 	}
 	b.b.Refund(t, cost)
@@ -173,7 +174,7 @@ func (b *bucket) Refund(t time.Duration, cost int) bool {
 
 // Cancel gives back a reservation's tokens if b allows it. See
 // sweep.Bucket.
-func (b *bucket) Cancel(end keyrate.State, slot time.Duration, cost int) bool {
+func (b *bucket) Cancel(end rules.State, slot time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Cancel(end, b.b.Rules.Now(), slot, cost)
@@ -184,14 +185,14 @@ func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.b.First {
-	case keyrate.Tombstone:
+	case rules.Tombstone:
 		return s, false, false
 	case sweep.Fresh:
 		fresh = true
 	default:
 		b.b.Load(s[:b.b.Rules.Len()])
 	}
-	b.b.First = keyrate.Tombstone
+	b.b.First = rules.Tombstone
 	return s, fresh, true
 }
 
@@ -199,7 +200,7 @@ func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
 func (b *bucket) Swept() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.First == keyrate.Tombstone
+	return b.b.First == rules.Tombstone
 }
 
 // States copies b's states out. See sweep.Bucket.
@@ -261,7 +262,7 @@ func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Deci
 }
 
 // allow is AllowN under rs.
-func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
@@ -304,7 +305,7 @@ func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cos
 type front Store
 
 // ReserveOne is the known-key fast path. See sweep.Reserver.
-func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
+func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Duration) (state rules.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
 	if s.strs == nil || rs.Len() != 1 {
 		return 0, 0, false, false
@@ -322,7 +323,7 @@ func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Du
 }
 
 // ReserveRare is the slow path. See sweep.Reserver.
-func (f *front) ReserveRare(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+func (f *front) ReserveRare(key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	return f.buckets.Reserve(f, key, rs, cost, wait)
 }
 

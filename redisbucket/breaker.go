@@ -9,6 +9,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
@@ -82,7 +83,7 @@ const (
 // is a typed nil. Zero fields take their defaults. The default is no
 // breaker: every call tries Redis.
 func WithBreaker(b Breaker) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithBreaker", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithBreaker", func(s *settings) error {
 		switch {
 		case b.Failures < 0:
 			return fmt.Errorf("breaker Failures %d is negative", b.Failures)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // MaxDenyCacheKeys is the most keys WithDenyCache accepts.
@@ -42,7 +44,7 @@ const MaxDenyCacheKeys = 1 << 20
 // by Redis, as without the cache. keys is from 1 to MaxDenyCacheKeys. The default is no cache:
 // every request is a round trip.
 func WithDenyCache(keys int) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithDenyCache", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithDenyCache", func(s *settings) error {
 		if keys < 1 || keys > MaxDenyCacheKeys {
 			return fmt.Errorf("deny cache of %d keys is not from 1 to %d", keys, MaxDenyCacheKeys)
 		}
@@ -72,11 +74,11 @@ type denyBucket [denyWays]atomic.Pointer[denyEntry]
 // reading 0).
 type denyEntry struct {
 	key   string
-	rs    *keyrate.Rules
+	rs    *rules.Rules
 	base  time.Duration
 	until time.Duration // the reading at which a cost of 1 is allowed
 	n     int
-	st    [keyrate.MaxLimits]keyrate.State
+	st    [keyrate.MaxLimits]rules.State
 }
 
 func newDenyCache(keys int) *denyCache {
@@ -92,7 +94,7 @@ func (c *denyCache) bucket(key string) *denyBucket {
 // local reading now, and true, if the key's cached state denies it; false
 // if there is no such state or it allows the request, which then goes to
 // Redis.
-func (c *denyCache) deny(key string, rs *keyrate.Rules, cost int, now time.Duration) (keyrate.Decision, bool) {
+func (c *denyCache) deny(key string, rs *rules.Rules, cost int, now time.Duration) (keyrate.Decision, bool) {
 	b := c.bucket(key)
 	for i := range b {
 		e := b[i].Load()
@@ -118,7 +120,7 @@ func (c *denyCache) deny(key string, rs *keyrate.Rules, cost int, now time.Durat
 // put caches st, the states of key under rs that Redis answered, at the
 // local reading base: in the key's entry if it has one, else in a free or
 // expired slot of its bucket, else in the slot that expires first.
-func (c *denyCache) put(key string, rs *keyrate.Rules, st []keyrate.State, base time.Duration) {
+func (c *denyCache) put(key string, rs *rules.Rules, st []rules.State, base time.Duration) {
 	e := &denyEntry{key: key, rs: rs, base: base, n: len(st)}
 	copy(e.st[:], st)
 	e.until = base + rs.SlotFor(st, 0, 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
@@ -40,7 +41,7 @@ func differential(t *testing.T, client redis.UniversalClient) {
 	} {
 		for _, cache := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/deny-cache=%v", limit, cache), func(t *testing.T) {
-				pol, err := keyrate.NewRule(limit, nil)
+				pol, err := rules.NewRule(limit, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -18,7 +18,7 @@
 // use; EVAL when the server answers NOSCRIPT) on the bucket's one key, so it
 // is atomic and safe on Redis Cluster: every window of a key's policy lives
 // in that one key. The script reads the server's TIME, the one clock of
-// the whole fleet, and runs the same transition as keyrate.Rules: the
+// the whole fleet, and runs the same transition as the in-process stores: the
 // generic cell rate algorithm on each window's theoretical arrival time
 // (TAT), all windows or none, here in integer ticks of 1/k µs, where k is
 // the least unit in which the window's token interval is whole (k = 1 when
@@ -34,8 +34,8 @@
 // (the script reads TIME before it writes, which needs effects
 // replication, the default since 5).
 //
-// The script returns each window's debt (TAT − now), and keyrate.Rules
-// builds the Decision from them, as it does in process. For one schedule
+// The script returns each window's debt (TAT − now), and the Store builds
+// the Decision from them with the in-process stores' arithmetic. For one schedule
 // of calls at whole-µs times a Store makes the same decisions as the
 // in-process stores, field for field (the tests replay random schedules of
 // requests, refunds, tiers and changes of policy on both, and run the
@@ -51,10 +51,10 @@
 // make the same SetPolicy calls on each.
 //
 // A key's value records the limits each window was written under, as
-// "K:I:G:F" (ticks per µs, ticks per token, keyrate.Rule's ticks per tick,
+// "K:I:G:F" (ticks per µs, ticks per token, in-process ticks per tick,
 // fill time), beside each window's TAT. A request under other limits (the
 // policy changed, in this process or another, or the key moved to another
-// tier) carries the key over exactly as keyrate.Rules.Carry does, in the
+// tier) carries the key over exactly as an in-process store does, in the
 // same call: window i keeps the tokens it has spent and not yet refilled,
 // which then refill at the new rate, to keyrate's cap of 2^62 of its ticks;
 // a window the old value lacks starts full. The carried state is written
@@ -69,7 +69,7 @@
 // be upgraded one process at a time: this version reads the old values as
 // that window, and the old one reads those this version writes for its
 // default policy. A value of several windows, or of another policy, is
-// "K:I:G:F,.../a:b:r,..." (r counts keyrate.Rule's ticks below the
+// "K:I:G:F,.../a:b:r,..." (r counts in-process ticks below the
 // script's, after a change of policy), about 40 bytes a window; the
 // previous version reads it as malformed, an empty bucket, and a spend of
 // its replaces it with one.
@@ -78,7 +78,7 @@
 //
 // The Store is a keyrate.WaitLimiter: Reserve, ReserveTier and Wait (and
 // their Context forms) reserve tokens for the earliest slot at which every
-// window holds them, as keyrate.Rules.Reserve decides in process, in one
+// window holds them, as an in-process store decides them, in one
 // script call; Wait then sleeps in the calling process, on the store's
 // local clock (clock.System(), or the time source of WithTimeSource), and
 // sends nothing to Redis while it sleeps. A reservation's slot is the

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/config"
 )
 
 // ErrEvictingPolicy reports a Redis server whose maxmemory-policy is not
@@ -39,7 +40,7 @@ var ErrPolicyUnchecked = errors.New("redisbucket: maxmemory-policy not checked")
 // none set later), or when a key admitted above its limit while Redis
 // evicts is acceptable. The default is to check, and refuse such a server.
 func WithEvictionAllowed() keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithEvictionAllowed", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithEvictionAllowed", func(s *settings) error {
 		s.evictionAllowed = true
 		return nil
 	})

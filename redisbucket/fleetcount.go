@@ -12,6 +12,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
@@ -47,7 +48,7 @@ const DefaultNodeCountEvery = 10 * time.Second
 // a typed nil c.Clock. The default is no count: the fallback divides by
 // WithFallbackNodes's n, or 1.
 func WithNodeCount(c NodeCount) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithNodeCount", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithNodeCount", func(s *settings) error {
 		switch {
 		case c.Every < 0 || c.Every > time.Hour:
 			return fmt.Errorf("node count Every %v is not from 0 (the default) to 1h", c.Every)

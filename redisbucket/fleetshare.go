@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/config"
 )
 
 // MaxFallbackNodes is the most nodes WithFallbackNodes accepts.
@@ -43,7 +44,7 @@ const MaxFallbackNodes = 1 << 16
 // no overshoot: the cache only denies, and the open breaker answers by the
 // failure policy, as above.
 func WithFallbackNodes(n int) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithFallbackNodes", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithFallbackNodes", func(s *settings) error {
 		if n < 1 || n > MaxFallbackNodes {
 			return fmt.Errorf("fallback nodes %d is not from 1 to %d", n, MaxFallbackNodes)
 		}

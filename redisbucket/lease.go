@@ -11,7 +11,9 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // Lease configures WithLeases.
@@ -70,7 +72,7 @@ type Lease struct {
 // they answered. New returns an error wrapping keyrate.ErrInvalidOption
 // for a field of l out of range. The default is no leases.
 func WithLeases(l Lease) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithLeases", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithLeases", func(s *settings) error {
 		switch {
 		case l.Size < 1:
 			return fmt.Errorf("lease Size %d is below 1", l.Size)
@@ -108,7 +110,7 @@ type leases struct {
 // lease is one key's: the tokens left to hand out until end, under rs.
 type lease struct {
 	mu     sync.Mutex
-	rs     *keyrate.Rules
+	rs     *rules.Rules
 	fits   bool // Size fits in every window of rs
 	tokens int
 	end    time.Duration
@@ -157,7 +159,7 @@ func (ls *leases) entry(key string, now time.Duration) *lease {
 // one if the key is hot, and reports whether it did; if not, the request
 // goes to Redis as without leases. A lease's round trip that fails is
 // answered by the failure policy (and reported as answered).
-func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *keyrate.Rules, cost int) (keyrate.Decision, bool, error) {
+func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rules, cost int) (keyrate.Decision, bool, error) {
 	now := ls.clk.Now()
 	l := ls.entry(key, now)
 	if l == nil || cost > ls.cfg.Size {
@@ -182,7 +184,7 @@ func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *keyrate.R
 	if !hot || !l.fits {
 		return keyrate.Decision{}, false, nil
 	}
-	var st [keyrate.MaxLimits]keyrate.State
+	var st [keyrate.MaxLimits]rules.State
 	denied, err := s.eval(ctx, key, rs, ls.cfg.Size, st[:rs.Len()])
 	if err != nil {
 		d, err := s.failed(ctx, key, rs, cost, err)
@@ -201,7 +203,7 @@ func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *keyrate.R
 // Redis does not answer is lost, which only admits less.
 func (ls *leases) giveBack(ctx context.Context, s *Store, key string, l *lease) {
 	if l.tokens > 0 && l.rs != nil {
-		var st [keyrate.MaxLimits]keyrate.State
+		var st [keyrate.MaxLimits]rules.State
 		_, _ = s.eval(ctx, key, l.rs, -l.tokens, st[:l.rs.Len()])
 	}
 	l.tokens, l.end = 0, 0

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
@@ -23,7 +24,7 @@ const (
 )
 
 // settings is the Redis store's own configuration, filled in by the options
-// below through keyrate.StoreOption.
+// below through config.StoreOption.
 type settings struct {
 	prefix     string
 	hashTag    bool
@@ -50,7 +51,7 @@ func defaults() settings {
 // share a prefix share buckets, and must use the same policies. The prefix may
 // be empty; it is at most MaxPrefixLen bytes. The default is DefaultPrefix.
 func WithPrefix(prefix string) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithPrefix", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithPrefix", func(s *settings) error {
 		if len(prefix) > MaxPrefixLen {
 			return fmt.Errorf("prefix of %d bytes is longer than %d", len(prefix), MaxPrefixLen)
 		}
@@ -67,7 +68,7 @@ func WithPrefix(prefix string) keyrate.Option {
 // tag: the slot is that of the whole key. The store works on Cluster either
 // way, since each call touches one key.
 func WithHashTag() keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithHashTag", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithHashTag", func(s *settings) error {
 		s.hashTag = true
 		return nil
 	})
@@ -85,7 +86,7 @@ func WithHashTag() keyrate.Option {
 // The bound holds only if the client honours context deadlines, so New
 // requires a client built with ContextTimeoutEnabled: true.
 func WithTimeout(d time.Duration) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithTimeout", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithTimeout", func(s *settings) error {
 		if d < time.Microsecond || d > MaxTimeout {
 			return fmt.Errorf("timeout %v is not from 1µs to %v", d, MaxTimeout)
 		}
@@ -97,7 +98,7 @@ func WithTimeout(d time.Duration) keyrate.Option {
 // WithFailurePolicy sets what a call answers when Redis does not: see
 // FailurePolicy. The default is FailClosed.
 func WithFailurePolicy(p FailurePolicy) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithFailurePolicy", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithFailurePolicy", func(s *settings) error {
 		if p < FailClosed || p > FallbackLocal {
 			return fmt.Errorf("failure policy %d is not FailClosed, FailOpen or FallbackLocal", int(p))
 		}
@@ -119,7 +120,7 @@ func WithFailurePolicy(p FailurePolicy) keyrate.Option {
 // default leaves it alone): the fallback enforces the store's named
 // policies (keyrate.WithPolicies) as they are.
 func WithFallbackLimit(l keyrate.Limit) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithFallbackLimit", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithFallbackLimit", func(s *settings) error {
 		s.fallback = &l
 		return nil
 	})
@@ -135,7 +136,7 @@ func WithFallbackLimit(l keyrate.Limit) keyrate.Option {
 // Store that New is still building. A nil f is no callback, the default.
 // Stats counts the calls' errors either way.
 func WithOnError(f func(error)) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithOnError", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithOnError", func(s *settings) error {
 		s.onError = f
 		return nil
 	})
@@ -153,7 +154,7 @@ func WithOnError(f func(error)) keyrate.Option {
 // (keyrate.WithClock does not apply to this store: New rejects it, since
 // the clock is the server's.)
 func WithTimeSource(c clock.Clock) keyrate.Option {
-	return keyrate.StoreOption("redisbucket.WithTimeSource", func(s *settings) error {
+	return config.StoreOption("redisbucket.WithTimeSource", func(s *settings) error {
 		if c != nil && isnil.Is(c) {
 			return fmt.Errorf("a nil %T", c)
 		}

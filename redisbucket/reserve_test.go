@@ -12,18 +12,19 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
 // unixStart is a time source's first reading in the wait tests: about
 // the Unix time of today, so that the script's TATs (whole µs of it) and
-// the ends of reservations (keyrate.Rule's ticks of it, modulo 2^64) have
+// the ends of reservations (rules.Rule's ticks of it, modulo 2^64) have
 // the magnitudes they have under the server's TIME.
 const unixStart = 56 * 365 * 24 * time.Hour
 
-// reserveRef is the reference's Reserve: keyrate.Rules.Reserve on the
+// reserveRef is the reference's Reserve: rules.Rules.Reserve on the
 // key's states, carried over to rs first.
-func (r *refStore) reserve(rs *keyrate.Rules, key string, cost int, wait time.Duration) (keyrate.Reservation, error) {
+func (r *refStore) reserve(rs *rules.Rules, key string, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Reservation{}, err
 	}
@@ -36,30 +37,30 @@ func (r *refStore) reserve(rs *keyrate.Rules, key string, cost int, wait time.Du
 	r.keys[key] = refBucket{rs, s}
 	res := rs.Reserved(nil, key, s, now, cost, wait, denied)
 	// The script recognises a reservation by window 0's state alone (an
-	// in-process store by every window's: keyrate.Rules.End).
-	return keyrate.NewReservation(nil, key, rs, s[0], now, res.At(), wait, cost, res.OK()), nil
+	// in-process store by every window's: rules.Rules.End).
+	return rules.NewReservation(nil, key, rs, s[0], now, res.At(), wait, cost, res.OK()), nil
 }
 
-// cancel is the reference's Cancel: keyrate.Rules.Cancel if the key is
+// cancel is the reference's Cancel: rules.Rules.Cancel if the key is
 // still under the reservation's policy, that policy has not been replaced
 // since (an in-process store also cancels a reservation made under a
 // version since replaced, if no request has carried the key over; a
 // redisbucket.Store gives nothing back then), and some window still owes
-// more than its Burst (keyrate.Rules.Slot after now). For the latest
+// more than its Burst (rules.Rules.Slot after now). For the latest
 // reservation on a key that last condition is the slot's not having come;
-// keyrate.Rules.Cancel lacks it, and gives back tokens a later spend took
+// rules.Rules.Cancel lacks it, and gives back tokens a later spend took
 // in another window when the key's states went through a policy without
 // that window and back (see TestCancelAfterCarry).
 func (r *refStore) cancel(t *testing.T, res keyrate.Reservation) bool {
 	b, ok := r.keys[res.Key()]
-	if !ok || b.rs != res.Rules() || !res.OK() || res.Delay() <= 0 || r.rules(t, res.Rules().Name()) != b.rs {
+	if !ok || b.rs != rules.ReservationRules(res) || !res.OK() || res.Delay() <= 0 || r.rules(t, rules.ReservationRules(res).Name()) != b.rs {
 		return false
 	}
 	now := r.pols.Now()
 	if b.rs.Slot(b.s, now) <= now {
 		return false
 	}
-	if b.s[0] != res.End() {
+	if b.s[0] != rules.ReservationEnd(res) {
 		return false
 	}
 	return b.rs.Cancel(b.s, b.rs.End(b.s), now, res.At(), res.Cost())
@@ -103,9 +104,9 @@ func TestReserveSteps(t *testing.T) {
 	wantReservation(t, "Reserve(1, 999ms)", mustReserve(t, s, "k", 1, 999*time.Millisecond), false, time.Second)
 	r1 := mustReserve(t, s, "k", 1, time.Second)
 	wantReservation(t, "Reserve(1, 1s)", r1, true, time.Second)
-	if r1.At() != unixStart+time.Second || r1.Key() != "k" || r1.Cost() != 1 || r1.Rules().Clock() != clock.Clock(clk) {
+	if r1.At() != unixStart+time.Second || r1.Key() != "k" || r1.Cost() != 1 || rules.ReservationRules(r1).Clock() != clock.Clock(clk) {
 		t.Fatalf("Reserve(1, 1s): slot at %v, key %q, cost %d, clock %v; want %v, k, 1, the time source",
-			r1.At()-unixStart, r1.Key(), r1.Cost(), r1.Rules().Clock(), time.Second)
+			r1.At()-unixStart, r1.Key(), r1.Cost(), rules.ReservationRules(r1).Clock(), time.Second)
 	}
 	wantReservation(t, "Reserve(2, 2s) behind it", mustReserve(t, s, "k", 2, 2*time.Second), false, 3*time.Second)
 	if d := s.Peek("k"); d.Allowed || d.Remaining != 0 || d.RetryAfter != 2*time.Second {
@@ -200,7 +201,7 @@ func TestCancelOrder(t *testing.T) {
 }
 
 // TestReserveDifferential drives a redisbucket.Store and the reference
-// (keyrate.Rules on a map: Reserve, Cancel, Take, Refund) with the same
+// (rules.Rules on a map: Reserve, Cancel, Take, Refund) with the same
 // random operations at the same times in whole µs: reservations with
 // random costs and maximum waits (none, up to a few fill times, and no
 // bound), under each key's policy and under tiers of one to three windows
@@ -385,11 +386,11 @@ func reserveDifferential(t *testing.T, client redis.UniversalClient, seed uint64
 // TestCancelAfterCarry: a cancel gives nothing back once no window owes
 // more than its Burst, even when window 0 holds the state the reservation
 // left. Here the key goes through a policy without the reservation's
-// window 1 and back (which forgets window 1's debt, as keyrate.Rules.Carry
+// window 1 and back (which forgets window 1's debt, as rules.Rules.Carry
 // does), a refund and a spend bring window 0 back to the reservation's
 // state, and the spend holds window 1's only token: giving the
 // reservation's tokens back would hand that token out again at the same
-// instant. (keyrate.Rules.Cancel, which compares window 0 and the slot,
+// instant. (rules.Rules.Cancel, which compares window 0 and the slot,
 // gives it back.)
 func TestCancelAfterCarry(t *testing.T) {
 	client := newClient(t, server(t).Addr())

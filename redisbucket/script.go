@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // Bounds of the script's arithmetic. Lua numbers are doubles, exact for
@@ -32,7 +33,7 @@ const (
 
 // gcraSource is the one script every call runs: GCRA on a theoretical
 // arrival time (TAT) per window of the key's policy, all or nothing, as
-// keyrate.Rules does in process, each window in integer ticks of 1/K µs.
+// rules.Rules does in process, each window in integer ticks of 1/K µs.
 //
 // KEYS[1] is the bucket. ARGV is now in µs ("-1": the server's TIME), the
 // cost (0: peek, which writes nothing; below 0: a refund of −cost), the
@@ -40,29 +41,29 @@ const (
 // one-window value is under (base), the mode ("" for a spend, a peek or a
 // refund; "R:u:x" for a reservation, "C:hi:lo" for a cancel: see below),
 // then K, I, G and F of each window: K ticks per µs, I ticks per token, G
-// ticks of keyrate.Rule per tick, F ticks to fill an empty bucket. A
+// ticks of rules.Rule per tick, F ticks to fill an empty bucket. A
 // descriptor lists its windows as "K:I:G:F", joined by ",".
 //
 // The value is "desc/a:b:r,a:b:r,...": the descriptor of the windows the
 // states are under, then each window's TAT, a whole µs plus b ticks (0 ≤ b
-// < K) less r ticks of keyrate.Rule (0 ≤ r < G, nonzero only after a
+// < K) less r ticks of rules.Rule (0 ≤ r < G, nonzero only after a
 // change of policy: keyrate rounds a carried state to its own, finer,
 // ticks). A value of one window under base, with r = 0, is written "a:b",
 // as before policies, so that a store of the previous version reads it. No
 // value is a full bucket. A write sets the value with PX at the time the
 // last window will be full again, rounded up to a whole ms (or the least
 // TTL, if longer; at least 1 ms), so idle keys delete themselves. A full
-// window that a refund leaves full keeps its TAT, as keyrate.Rule.Refund
+// window that a refund leaves full keeps its TAT, as rules.Rule.Refund
 // does; the two differ only once the clock has gone back. A refund gives
 // nothing back while any window owes more than its fill time (a debt above
 // F: tokens promised to reservations whose slots have not come, or a debt
-// carried over from a larger limit), as keyrate.Rules.Refund does, since a
+// carried over from a larger limit), as rules.Rules.Refund does, since a
 // new request could then share a reserved slot.
 //
 // A value under another descriptor (the policy changed, or the key moved
 // to another tier) is carried over to the policy's windows first, as
-// keyrate.Rules.Carry does: window i keeps its debt in tokens under the
-// old window i, in keyrate.Rule's ticks of the new window rounded up, and
+// rules.Rules.Carry does: window i keeps its debt in tokens under the
+// old window i, in rules.Rule's ticks of the new window rounded up, and
 // capped at 2^62 of them (and at a TAT of 2^53 µs, which only a clock
 // past the year 2109 reaches); a full window stays full, its TAT now; a
 // window the old value lacks starts full. That takes products beyond 2^53,
@@ -82,34 +83,34 @@ const (
 // a refund; for a reservation, the window that needs the longest wait),
 // 1 if the value was malformed, and each window's debt (TAT −
 // now, 0 for a full window) after the call, in whole µs du plus db ticks
-// less r ticks of keyrate.Rule. du is at most 2^53 (a TAT of at most 2^53
+// less r ticks of rules.Rule. du is at most 2^53 (a TAT of at most 2^53
 // µs, read at now = 0). Go turns the debts into keyrate.States, and
-// keyrate.Rules builds the Decision.
+// rules.Rules builds the Decision.
 //
-// A reservation ("R:u:x", cost > 0) is keyrate.Rules.Reserve: a spend
+// A reservation ("R:u:x", cost > 0) is rules.Rules.Reserve: a spend
 // allowed past the fill time by at most a maximum wait. Each window's need
-// is its debt after the spend less F, in whole µs and keyrate.Rule's ticks;
+// is its debt after the spend less F, in whole µs and rules.Rule's ticks;
 // the slot is the largest need, exact for one window, rounded up to a whole
 // ns for several. The maximum wait is u µs plus x: for one window x is in
-// keyrate.Rule's ticks, and u µs plus x is keyrate.Rule.WaitTicks of the
+// rules.Rule's ticks, and u µs plus x is rules.Rule.WaitTicks of the
 // wait (which caps it at 2^62 ticks less the fill time); for several it is
 // in ns. A slot at now is a spend; one within the wait spends from every
 // window as if made at the slot (one window: TAT' = TAT + c·I; several:
 // TAT' = max(TAT, slot) + c·I, the slot written in each window's ticks
 // less r); a slot beyond it, or one that would leave a window owing more
-// than 2^62 of keyrate.Rule's ticks or put a TAT past 2^53 µs, reserves
+// than 2^62 of rules.Rule's ticks or put a TAT past 2^53 µs, reserves
 // nothing. Its reply ends with now in µs, so that Go can name the
 // state the reservation left in window 0 (Store.Cancel).
 //
 // A cancel ("C:hi:lo", cost the reservation's) gives back c·I in every
 // window, and writes the result, iff the value is under the descriptor
 // given (not malformed, not another policy's), window 0's TAT in
-// keyrate.Rule's ticks since the Unix epoch is hi·2^32 + lo modulo 2^64,
+// rules.Rule's ticks since the Unix epoch is hi·2^32 + lo modulo 2^64,
 // and some window still owes more than its fill time (TAT − now > F): for
 // the latest reservation on the key, exactly when its slot has not come.
 // It returns {1} if it gave the tokens back, and otherwise {0}, writing
 // nothing.
-// The products (wide: u µs plus x of keyrate.Rule's ticks, as a number of
+// The products (wide: u µs plus x of rules.Rule's ticks, as a number of
 // those ticks) are taken on 32-bit halves, each exact in a double.
 //
 // The common case, one window under base with its value missing or "a:b",
@@ -420,20 +421,20 @@ return out
 var gcraScript = redis.NewScript(gcraSource)
 
 // units is a Limit compiled for the script: time in ticks of 1/k µs, with
-// the same token interval as keyrate.Rule, so that decisions are equal.
+// the same token interval as rules.Rule, so that decisions are equal.
 type units struct {
 	k        int64  // ticks per µs
 	interval int64  // ticks per token
 	fill     int64  // ticks to fill an empty bucket
-	g        uint64 // keyrate.Rule's ticks per tick
+	g        uint64 // rules.Rule's ticks per tick
 }
 
 // compileUnits validates l for keyrate (limit.Validate) and for the script,
 // returning an error wrapping keyrate.ErrInvalidLimit that names the bound.
 //
-// keyrate.Rule counts time in ticks of 1/s ns and a token as P ticks, P
+// rules.Rule counts time in ticks of 1/s ns and a token as P ticks, P
 // being Per·s/Rate when that is whole and rounded up otherwise (see
-// keyrate.Rule.Exact). The script's clock has whole µs, 1000·s Rule
+// rules.Rule.Exact). The script's clock has whole µs, 1000·s Rule
 // ticks; dividing both by g = gcd(P, 1000·s) gives the script's tick, of
 // 1/k µs with k = 1000·s/g, and its interval I = P/g. Every quantity the
 // script handles is then a whole number of its ticks, and each decision is
@@ -448,7 +449,7 @@ func compileUnits(l keyrate.Limit) (units, error) {
 		return units{}, fmt.Errorf("%w: algorithm %v: redisbucket's script runs the token bucket only",
 			keyrate.ErrInvalidLimit, l.Algorithm)
 	}
-	pol, err := keyrate.NewRule(l, nil)
+	pol, err := rules.NewRule(l, nil)
 	if err != nil {
 		return units{}, err
 	}
@@ -456,7 +457,7 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	hi, lo := bits.Mul64(uint64(l.Per), s)
 	q, r := bits.Div64(hi, lo, uint64(l.Rate)) // hi < Rate: Validate bounds it
 	if r != 0 {
-		q++ // keyrate.Rule rounds a coarse interval up
+		q++ // rules.Rule rounds a coarse interval up
 	}
 	g := gcd(q, nsPerMicro*s)
 	k, interval := int64(nsPerMicro*s/g), int64(q/g)
@@ -493,7 +494,7 @@ type plan struct {
 	// local is the policy compiled for the store's local clock (the time
 	// source, or clock.System()): the Rules of the reservations made under
 	// it, on whose clock Reservation.Wait sleeps. Store.plan sets it.
-	local *keyrate.Rules
+	local *rules.Rules
 }
 
 // newPlan compiles p for the script, or returns an error wrapping
@@ -523,20 +524,20 @@ func newPlan(p keyrate.Policy) (*plan, error) {
 // at most 2^53 µs, read at now = 0.
 const maxDebtMicros = 1 << 53
 
-// maxDebt bounds a debt in keyrate.Rule's ticks, which saturates there
+// maxDebt bounds a debt in rules.Rule's ticks, which saturates there
 // (only a clock set back by decades reaches it): keyrate adds a spend of
 // at most 2^62 ticks to a debt, which must not wrap.
 const maxDebt = 1 << 63
 
 // read checks the script's reply res for p and converts it: it writes each
-// window's state into st, as keyrate.Rules reads it at reading 0 (its
-// debt in keyrate.Rule's ticks), and returns the denying window (-1 if
+// window's state into st, as rules.Rules reads it at reading 0 (its
+// debt in rules.Rule's ticks), and returns the denying window (-1 if
 // none) and whether the value was malformed. It returns an error for a
 // reply the script cannot give, so that no Decision built from it can
 // hold a negative or wrapped duration. The reply holds extra values after
 // the windows' (a reservation's now), which read checks only for number
 // and range (0 to maxMicros).
-func (p *plan) read(res []int64, st []keyrate.State, extra int) (denied int, malformed bool, err error) {
+func (p *plan) read(res []int64, st []rules.State, extra int) (denied int, malformed bool, err error) {
 	n := len(p.units)
 	if len(res) != 2+3*n+extra {
 		return 0, false, fmt.Errorf("script returned %d values, want %d", len(res), 2+3*n+extra)
@@ -559,7 +560,7 @@ func (p *plan) read(res []int64, st []keyrate.State, extra int) (denied int, mal
 		if hi == 0 && lo < maxDebt {
 			d = min(lo+uint64(db)*u.g-uint64(r), maxDebt)
 		}
-		st[i] = keyrate.State(d)
+		st[i] = rules.State(d)
 	}
 	return int(res[0]), res[1] == 1, nil
 }

@@ -15,7 +15,9 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // Store is a keyrate.WaitLimiter whose buckets live in Redis, shared by
@@ -25,15 +27,15 @@ import (
 // Each call is one round trip: an EVALSHA of one Lua script (EVAL when the
 // server lacks it) on the one key of the bucket, which reads the server's
 // TIME and applies the generic cell rate algorithm to every window of the
-// key's policy, all or nothing, as keyrate.Rules does in process, in
-// integer ticks of 1/k µs (see gcraScript). The script runs atomically on
+// key's policy, all or nothing, as the in-process stores do, in integer
+// ticks of 1/k µs (see the package documentation). The script runs atomically on
 // the server, so concurrent calls from any number of processes never admit
 // more than any window allows; the one clock is the server's, so the
 // processes' clocks do not matter. A key is deleted by Redis when every
 // window is full again. For the same schedule of calls, a Store makes the
 // same decisions as the in-process stores, field for field, as long as
 // the schedule's times are whole µs: the script returns each window's
-// state, and keyrate.Rules builds the Decision from them.
+// state, and the Store builds the Decision from them as they do.
 //
 // Policies (keyrate.WithPolicies, keyrate.WithPolicyFunc, SetPolicy) work
 // as in the in-process stores: all the windows of a key live in its one
@@ -60,8 +62,8 @@ import (
 // Store does not own the client: close the client when done with both.
 type Store struct {
 	client redis.UniversalClient
-	pols   *keyrate.Policies
-	plans  sync.Map // *keyrate.Rules → *plan, compiled on first use
+	pols   *rules.Policies
+	plans  sync.Map // *rules.Rules → *plan, compiled on first use
 	// base is the descriptor of the window a one-window "a:b" value is
 	// under: window 0 of the default policy New compiled.
 	base     string
@@ -130,7 +132,7 @@ var (
 // Stats counts.
 func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	set := defaults()
-	common, err := keyrate.Configure(&set, opts...)
+	common, err := config.Configure(&set, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -211,19 +213,19 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 
 // compilePolicies compiles the store's policies and checks limit and
 // every window against the script's bounds (limit even when a policy named
-// keyrate.DefaultPolicy replaces it, as keyrate.NewPolicies does). It
+// keyrate.DefaultPolicy replaces it, as rules.NewPolicies does). It
 // compiles them for a clock frozen at 0: the script reads Redis's clock
-// and returns each window's debt, which keyrate.Rules then reads as a
+// and returns each window's debt, which rules.Rules then reads as a
 // state at reading 0. It also returns the descriptor of a one-window
 // "a:b" value: window 0 of the default policy (limit, if the default is
 // unlimited).
-func compilePolicies(limit keyrate.Limit, common keyrate.Settings) (*keyrate.Policies, string, error) {
+func compilePolicies(limit keyrate.Limit, common config.Settings) (*rules.Policies, string, error) {
 	u, err := compileUnits(limit)
 	if err != nil {
 		return nil, "", err
 	}
 	common.Clock = clock.NewManual(0)
-	pols, err := keyrate.NewPolicies(limit, common)
+	pols, err := rules.NewPolicies(limit, common)
 	if err != nil {
 		return nil, "", err
 	}
@@ -240,7 +242,7 @@ func compilePolicies(limit keyrate.Limit, common keyrate.Settings) (*keyrate.Pol
 
 // newFallback returns FallbackLocal's in-process store: the store's
 // policies, its default replaced by the WithFallbackLimit limit if any.
-func newFallback(limit keyrate.Limit, common keyrate.Settings, set settings) (*atomicbucket.Store, error) {
+func newFallback(limit keyrate.Limit, common config.Settings, set settings) (*atomicbucket.Store, error) {
 	ps := common.Policies
 	if set.fallback != nil {
 		limit = *set.fallback
@@ -283,7 +285,7 @@ func contextTimeouts(client redis.UniversalClient) (known, enabled bool) {
 func (s *Store) Limit() keyrate.Limit { return first(s.pols.Default()) }
 
 // first returns the limit of rs's first window, or the zero Limit.
-func first(rs *keyrate.Rules) keyrate.Limit {
+func first(rs *rules.Rules) keyrate.Limit {
 	if rs.Unlimited() {
 		return keyrate.Limit{}
 	}
@@ -330,7 +332,7 @@ func (s *Store) AllowNContext(ctx context.Context, key string, cost int) (keyrat
 }
 
 // allow is AllowNContext under rs.
-func (s *Store) allow(ctx context.Context, key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+func (s *Store) allow(ctx context.Context, key string, rs *rules.Rules, cost int) (keyrate.Decision, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
@@ -354,7 +356,7 @@ func (s *Store) allow(ctx context.Context, key string, rs *keyrate.Rules, cost i
 			return d, err
 		}
 	}
-	var st [keyrate.MaxLimits]keyrate.State
+	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
 	denied, err := s.eval(ctx, key, rs, cost, st[:n])
 	if err == nil {
@@ -374,7 +376,7 @@ func (s *Store) allow(ctx context.Context, key string, rs *keyrate.Rules, cost i
 // failed is the answer to a request of cost for key under rs whose call
 // to Redis failed with err: ctx's error if the caller gave up, else the
 // failure policy's.
-func (s *Store) failed(ctx context.Context, key string, rs *keyrate.Rules, cost int, err error) (keyrate.Decision, error) {
+func (s *Store) failed(ctx context.Context, key string, rs *rules.Rules, cost int, err error) (keyrate.Decision, error) {
 	if ctx.Err() != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err())
 	}
@@ -397,8 +399,8 @@ func (s *Store) failed(ctx context.Context, key string, rs *keyrate.Rules, cost 
 
 // closed is FailClosed's answer under rs: denied, with RetryAfter the time
 // cost tokens take to accrue in every window, and ResetAfter 0.
-func closed(rs *keyrate.Rules, cost int) keyrate.Decision {
-	var st [keyrate.MaxLimits]keyrate.State
+func closed(rs *rules.Rules, cost int) keyrate.Decision {
+	var st [keyrate.MaxLimits]rules.State
 	for i := range rs.Len() {
 		st[i] = rs.Rule(i).Encode(0, 0) // empty
 	}
@@ -439,7 +441,7 @@ func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, 
 	if err := ctx.Err(); err != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", err)
 	}
-	var st [keyrate.MaxLimits]keyrate.State
+	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
 	if _, err = s.eval(ctx, key, rs, 0, st[:n]); err == nil {
 		return rs.Peek(st[:n], 0), nil
@@ -458,7 +460,7 @@ func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, 
 }
 
 // plan returns rs compiled for the script.
-func (s *Store) plan(rs *keyrate.Rules) (*plan, error) {
+func (s *Store) plan(rs *rules.Rules) (*plan, error) {
 	if p, ok := s.plans.Load(rs); ok {
 		return p.(*plan), nil
 	}
@@ -466,7 +468,7 @@ func (s *Store) plan(rs *keyrate.Rules) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.local, err = keyrate.NewRules(rs.Policy(), s.localClock()); err != nil {
+	if p.local, err = rules.NewRules(rs.Policy(), s.localClock()); err != nil {
 		return nil, err
 	}
 	actual, _ := s.plans.LoadOrStore(rs, p)
@@ -478,7 +480,7 @@ func (s *Store) plan(rs *keyrate.Rules) (*plan, error) {
 // after the call into st, as rs reads them at reading 0, and returns the
 // window that denied a spend (-1 if none). Its error wraps ErrUnavailable
 // and has been counted and reported, unless parent is done.
-func (s *Store) eval(parent context.Context, key string, rs *keyrate.Rules, cost int, st []keyrate.State) (int, error) {
+func (s *Store) eval(parent context.Context, key string, rs *rules.Rules, cost int, st []rules.State) (int, error) {
 	denied, _, err := s.evalMode(parent, key, rs, cost, "", st)
 	return denied, err
 }
@@ -486,7 +488,7 @@ func (s *Store) eval(parent context.Context, key string, rs *keyrate.Rules, cost
 // evalMode is eval in the script's mode: "" as eval, or a reservation's
 // "R:u:x" (see gcraScript), for which it also returns the server's now in
 // µs, as the script read it.
-func (s *Store) evalMode(parent context.Context, key string, rs *keyrate.Rules, cost int, mode string, st []keyrate.State) (denied int, now int64, err error) {
+func (s *Store) evalMode(parent context.Context, key string, rs *rules.Rules, cost int, mode string, st []rules.State) (denied int, now int64, err error) {
 	p, err := s.plan(rs)
 	if err != nil {
 		return 0, 0, s.fail(err)

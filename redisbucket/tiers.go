@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // Tier returns a handle on the policy named name, for AllowTier and
@@ -44,7 +45,7 @@ func (s *Store) Refund(key string, cost int) error {
 // (see keyrate.PolicyLimiter), unless some window owes more than its
 // Burst (tokens promised to reservations whose slots have not come, or a
 // debt carried over from a larger limit): then no window gains anything,
-// as keyrate.Rules.Refund decides. A key Redis does not hold is full, and
+// as an in-process store decides. A key Redis does not hold is full, and
 // gains nothing; nothing is written for it.
 //
 // It returns an error wrapping keyrate.ErrUnknownPolicy,
@@ -79,7 +80,7 @@ func (s *Store) RefundTierContext(ctx context.Context, key string, tier keyrate.
 }
 
 // refund is RefundContext under rs.
-func (s *Store) refund(ctx context.Context, key string, rs *keyrate.Rules, cost int) error {
+func (s *Store) refund(ctx context.Context, key string, rs *rules.Rules, cost int) error {
 	if err := rs.CheckCost(cost); err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func (s *Store) refund(ctx context.Context, key string, rs *keyrate.Rules, cost 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisbucket: %w", err)
 	}
-	var st [keyrate.MaxLimits]keyrate.State
+	var st [keyrate.MaxLimits]rules.State
 	_, err := s.eval(ctx, key, rs, -cost, st[:rs.Len()])
 	if err == nil {
 		return nil
@@ -138,7 +139,7 @@ func (s *Store) SetPolicy(p keyrate.Policy) error {
 	}
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
-	var old *keyrate.Rules
+	var old *rules.Rules
 	if t, err := s.pols.Tier(p.Name); err == nil {
 		old, _ = s.pols.Rules(t)
 	}

@@ -17,30 +17,32 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
-// refStore is the reference: keyrate.Rules applied to a plain map, with a
-// key's states carried over (keyrate.Rules.Carry) when its policy changes,
+// refStore is the reference: rules.Rules applied to a plain map, with a
+// key's states carried over (rules.Rules.Carry) when its policy changes,
 // as the in-process stores do. Its policies are compiled by a
-// keyrate.Policies on the test's clock, so that they share one epoch.
+// rules.Policies on the test's clock, so that they share one epoch.
 type refStore struct {
-	pols *keyrate.Policies
+	pols *rules.Policies
 	keys map[string]refBucket
 }
 
 type refBucket struct {
-	rs *keyrate.Rules
-	s  []keyrate.State
+	rs *rules.Rules
+	s  []rules.State
 }
 
 func newRefStore(t *testing.T, limit keyrate.Limit, clk *clock.Manual, opts ...keyrate.Option) *refStore {
 	t.Helper()
-	set, err := keyrate.Configure(nil, append(opts, keyrate.WithClock(clk))...)
+	set, err := config.Configure(nil, append(opts, keyrate.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pols, err := keyrate.NewPolicies(limit, set)
+	pols, err := rules.NewPolicies(limit, set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func newRefStore(t *testing.T, limit keyrate.Limit, clk *clock.Manual, opts ...k
 }
 
 // rules returns the current version of the policy named name.
-func (r *refStore) rules(t *testing.T, name string) *keyrate.Rules {
+func (r *refStore) rules(t *testing.T, name string) *rules.Rules {
 	t.Helper()
 	tier, err := r.pols.Tier(name)
 	if err != nil {
@@ -60,13 +62,13 @@ func (r *refStore) rules(t *testing.T, name string) *keyrate.Rules {
 
 // bucket returns key's states under rs at reading now, carried over if
 // the key was under another policy (or another version of it).
-func (r *refStore) bucket(key string, rs *keyrate.Rules, now time.Duration) []keyrate.State {
+func (r *refStore) bucket(key string, rs *rules.Rules, now time.Duration) []rules.State {
 	b, ok := r.keys[key]
-	s := make([]keyrate.State, rs.Len())
+	s := make([]rules.State, rs.Len())
 	switch {
 	case !ok:
 		for i := range s {
-			s[i] = keyrate.State(rs.Rule(i).Ticks(now))
+			s[i] = rules.State(rs.Rule(i).Ticks(now))
 		}
 	case b.rs == rs:
 		copy(s, b.s)
@@ -76,7 +78,7 @@ func (r *refStore) bucket(key string, rs *keyrate.Rules, now time.Duration) []ke
 	return s
 }
 
-func (r *refStore) allow(rs *keyrate.Rules, key string, cost int) (keyrate.Decision, error) {
+func (r *refStore) allow(rs *rules.Rules, key string, cost int) (keyrate.Decision, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
@@ -90,7 +92,7 @@ func (r *refStore) allow(rs *keyrate.Rules, key string, cost int) (keyrate.Decis
 	return rs.Decide(s, now, cost, denied), nil
 }
 
-func (r *refStore) refund(rs *keyrate.Rules, key string, cost int) error {
+func (r *refStore) refund(rs *rules.Rules, key string, cost int) error {
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
@@ -104,7 +106,7 @@ func (r *refStore) refund(rs *keyrate.Rules, key string, cost int) error {
 	return nil
 }
 
-func (r *refStore) peek(rs *keyrate.Rules, key string) keyrate.Decision {
+func (r *refStore) peek(rs *rules.Rules, key string) keyrate.Decision {
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision()
 	}
@@ -147,7 +149,7 @@ func randomPolicy(rng *rand.Rand, name string) keyrate.Policy {
 
 // TestPolicyDifferential drives a redisbucket.Store (with WithDenyCache
 // for even seeds; on one server and on a Redis Cluster) and the reference
-// (keyrate.Rules on a map) with the same random operations, at the same
+// (rules.Rules on a map) with the same random operations, at the same
 // times in whole µs: requests under each key's policy (WithPolicyFunc)
 // and under tiers, with random costs, peeks, refunds, runtime changes of
 // every policy (the default included) to random limits, keys moving

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // TestRepliesNeverNegative builds Decisions from every debt the script can
@@ -39,7 +40,7 @@ func TestRepliesNeverNegative(t *testing.T) {
 		if err != nil {
 			t.Fatalf("newPlan(%v): %v", p, err)
 		}
-		rs, err := keyrate.NewRules(p, clock.NewManual(0))
+		rs, err := rules.NewRules(p, clock.NewManual(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestRepliesNeverNegative(t *testing.T) {
 			replies = append(replies, []int64{-1, 0, rng.Int64N(maxDebtMicros) + 1, rng.Int64N(u.k), rng.Int64N(int64(u.g))})
 			replies = append(replies, []int64{-1, 0, rng.Int64N(fillMicros+2) + 1, rng.Int64N(u.k), rng.Int64N(int64(u.g))})
 		}
-		var st [1]keyrate.State
+		var st [1]rules.State
 		for _, res := range replies {
 			if _, _, err := pl.read(res, st[:], 0); err != nil {
 				t.Fatalf("%v: read rejects %v: %v", l, res, err)
@@ -103,7 +104,7 @@ func TestReadRejects(t *testing.T) {
 		{-1, 0, 0, 0, 1, 0, 0, 0}, // a full window less a tick
 		{-1, 0, 0, 0, 0, 0, 0, int64(pl.units[1].g)},
 	} {
-		var st [2]keyrate.State
+		var st [2]rules.State
 		if _, _, err := pl.read(res, st[:], 0); err == nil {
 			t.Errorf("read(%v) = nil, want an error", res)
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
+	"github.com/keyrate/keyrate/internal/tick"
 )
 
 // Reserve is ReserveContext with context.Background(): still bounded by
@@ -19,8 +21,8 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 // ReserveContext reserves cost tokens of key, under key's policy (as
 // AllowNContext chooses it), for the earliest slot at which every window
 // holds them, if that is at most maxWait away, in one round trip to Redis
-// bounded by ctx and the store's timeout: the script decides as
-// keyrate.Rules.Reserve does, on the server's clock. Otherwise it reserves
+// bounded by ctx and the store's timeout: the script decides as an
+// in-process store does, on the server's clock. Otherwise it reserves
 // nothing and returns a Reservation whose OK is false and whose Delay is
 // the wait it would have needed. A maxWait of 0 or less reserves only
 // what is there now: it is AllowNContext. See keyrate.WaitLimiter.
@@ -31,8 +33,8 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 // sleeps in this process, sending nothing to Redis. A slot is therefore
 // late by up to the reply's latency (for clocks that run at the same
 // rate), never early. The script refuses a reservation that would leave a
-// window owing more than 2^62 of keyrate.Rule's ticks (over ten years), as
-// keyrate.Rule.WaitTicks bounds one window's wait, or put a window's TAT
+// window owing more than 2^62 in-process ticks (over ten years), the
+// bound an in-process store puts on one window's wait, or put a window's TAT
 // past 2^53 µs of Unix time (the year 2255), as if it needed more than
 // maxWait. (For several windows an in-process store refuses instead a
 // slot past its clock range, 2^62 ticks after its creation.)
@@ -77,7 +79,7 @@ func (s *Store) ReserveTierContext(ctx context.Context, key string, tier keyrate
 // If ctx is done while it sleeps, it cancels its reservation (one more
 // round trip: Cancel) and returns ctx.Err().
 func (s *Store) Wait(ctx context.Context, key string, cost int) error {
-	wait, err := keyrate.WaitBudget(ctx)
+	wait, err := tick.WaitBudget(ctx)
 	if err != nil {
 		return err
 	}
@@ -91,7 +93,7 @@ func (s *Store) Wait(ctx context.Context, key string, cost int) error {
 // WaitTier is Wait under tier's policy. It returns an error wrapping
 // keyrate.ErrUnknownPolicy for a Tier of another store.
 func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
-	wait, err := keyrate.WaitBudget(ctx)
+	wait, err := tick.WaitBudget(ctx)
 	if err != nil {
 		return err
 	}
@@ -103,7 +105,7 @@ func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cos
 }
 
 // wait is Wait under rs, with the maximum wait WaitBudget gave.
-func (s *Store) wait(ctx context.Context, key string, rs *keyrate.Rules, cost int, wait time.Duration) error {
+func (s *Store) wait(ctx context.Context, key string, rs *rules.Rules, cost int, wait time.Duration) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -115,7 +117,7 @@ func (s *Store) wait(ctx context.Context, key string, rs *keyrate.Rules, cost in
 }
 
 // reserve is ReserveContext under rs.
-func (s *Store) reserve(ctx context.Context, key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+func (s *Store) reserve(ctx context.Context, key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Reservation{}, err
 	}
@@ -124,7 +126,7 @@ func (s *Store) reserve(ctx context.Context, key string, rs *keyrate.Rules, cost
 	}
 	if rs.Unlimited() {
 		t := s.localClock().Now()
-		return keyrate.NewReservation(s, key, rs, 0, t, t, wait, cost, true), nil
+		return rules.NewReservation(s, key, rs, 0, t, t, wait, cost, true), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return keyrate.Reservation{}, fmt.Errorf("redisbucket: %w", err)
@@ -137,19 +139,19 @@ func (s *Store) reserve(ctx context.Context, key string, rs *keyrate.Rules, cost
 	if wait > 0 {
 		mode = p.waitMode(rs, wait)
 	}
-	var st [keyrate.MaxLimits]keyrate.State
+	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
 	denied, now, err := s.evalMode(ctx, key, rs, cost, mode, st[:n])
 	t := p.local.Now() // the reply's arrival, on the clock Wait sleeps on
 	if err == nil {
 		if denied >= 0 {
-			return keyrate.NewReservation(s, key, p.local, 0, t, after(t, rs.SlotFor(st[:n], 0, cost)), wait, cost, false), nil
+			return rules.NewReservation(s, key, p.local, 0, t, after(t, rs.SlotFor(st[:n], 0, cost)), wait, cost, false), nil
 		}
-		// Window 0's TAT in keyrate.Rule's ticks since the Unix epoch,
+		// Window 0's TAT in rules.Rule's ticks since the Unix epoch,
 		// modulo 2^64: its debt plus now (see gcraScript's cancel).
 		u := p.units[0]
-		end := keyrate.State(uint64(now)*uint64(u.k)*u.g + uint64(st[0]))
-		return keyrate.NewReservation(s, key, p.local, end, t, after(t, rs.Slot(st[:n], 0)), wait, cost, true), nil
+		end := rules.State(uint64(now)*uint64(u.k)*u.g + uint64(st[0]))
+		return rules.NewReservation(s, key, p.local, end, t, after(t, rs.Slot(st[:n], 0)), wait, cost, true), nil
 	}
 	if ctx.Err() != nil {
 		return keyrate.Reservation{}, fmt.Errorf("redisbucket: %w", ctx.Err())
@@ -157,7 +159,7 @@ func (s *Store) reserve(ctx context.Context, key string, rs *keyrate.Rules, cost
 	s.degraded.Add(1)
 	switch s.set.policy {
 	case FailOpen:
-		return keyrate.NewReservation(s, key, p.local, 0, t, t, wait, cost, true), nil
+		return rules.NewReservation(s, key, p.local, 0, t, t, wait, cost, true), nil
 	case FallbackLocal:
 		tier, ferr := s.fallback.Tier(rs.Name())
 		if ferr == nil {
@@ -182,11 +184,11 @@ func after(t, d time.Duration) time.Duration {
 
 // waitMode returns the script's mode for a reservation under rs with
 // maximum wait wait > 0: "R:u:x", the wait in whole µs u plus x, in
-// keyrate.Rule's ticks for one window (keyrate.Rule.WaitTicks, as
-// keyrate.Rules.Reserve decides one window), in ns for several.
-func (p *plan) waitMode(rs *keyrate.Rules, wait time.Duration) string {
+// rules.Rule's ticks for one window (rules.Rule.WaitTicks, as
+// rules.Rules.Reserve decides one window), in ns for several.
+func (p *plan) waitMode(rs *rules.Rules, wait time.Duration) string {
 	if len(p.units) == 1 {
-		kg := uint64(p.units[0].k) * p.units[0].g // keyrate.Rule's ticks per µs
+		kg := uint64(p.units[0].k) * p.units[0].g // rules.Rule's ticks per µs
 		w := rs.Rule(0).WaitTicks(wait)
 		return fmt.Sprintf("R:%d:%d", w/kg, w%kg)
 	}
@@ -210,9 +212,8 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 // keyrate.Reservation.Cancel), and reports whether it did, in one round
 // trip bounded by ctx and the store's timeout. The script gives the cost
 // back to every window iff the key is still under the reservation's
-// policy, window 0 still holds the state the reservation left (its TAT, as
-// Reservation.End, in keyrate.Rule's ticks since the Unix epoch modulo
-// 2^64) and some window still owes more than its Burst: for the latest
+// policy, window 0 still holds the state the reservation left (its TAT, in
+// in-process ticks since the Unix epoch modulo 2^64) and some window still owes more than its Burst: for the latest
 // reservation on the key, exactly when its slot has not come on the
 // server's clock.
 //
@@ -225,7 +226,7 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 // the limit) and returns an error wrapping ErrUnavailable, whatever the
 // failure policy; if ctx is done first, one wrapping ctx.Err().
 func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool, error) {
-	local := r.Rules()
+	local := rules.ReservationRules(r)
 	if !r.OK() || local == nil || local.Unlimited() || r.Delay() <= 0 {
 		return false, nil
 	}
@@ -242,7 +243,7 @@ func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool,
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisbucket: %w", err)
 	}
-	end := uint64(r.End())
+	end := uint64(rules.ReservationEnd(r))
 	res, err := s.run(ctx, s.redisKey(r.Key()), p, r.Cost(), fmt.Sprintf("C:%d:%d", end>>32, end&math.MaxUint32))
 	if s.deny != nil {
 		s.deny.drop(r.Key())

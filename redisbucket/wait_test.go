@@ -15,6 +15,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/conformance"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
@@ -342,7 +343,7 @@ func TestReserveServerTime(t *testing.T) {
 			s := mustNew(t, client, keyrate.PerHour(1), keyrate.WithPolicies(p), redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
 			s.Allow("k")
 			near := func(r keyrate.Reservation) bool {
-				return r.OK() && r.Delay() > 59*time.Minute && r.Delay() <= time.Hour && r.Rules().Clock() == clock.System() &&
+				return r.OK() && r.Delay() > 59*time.Minute && r.Delay() <= time.Hour && rules.ReservationRules(r).Clock() == clock.System() &&
 					r.At()-clock.System().Now() > 59*time.Minute
 			}
 			for i := range 3 {

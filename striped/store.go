@@ -10,14 +10,16 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // Store is a keyrate.Limiter that splits keys over a power-of-two number of
 // stripes by a seeded hash of the key. Each stripe is a sync.Mutex and a
-// plain Go map from key to its packed states (sweep.Block: the compiled
-// policy it is under and window 0's keyrate.State inline), padded to a
+// plain Go map from key to its packed states (the compiled policy it is
+// under and window 0's state inline), padded to a
 // cache line so that stripes never share one.
 //
 // A call hashes the key, reads the clock, locks the key's stripe, applies
@@ -57,7 +59,7 @@ import (
 // keyrate.WithMaxKeys caps the keys tracked. A new key that finds the
 // store full, and no full key in its stripe's sample, makes the caller
 // sweep the whole store, at most once per cap/16 such refusals
-// (sweep.RefusalWeight; amortised 16 keys examined per refusal), and
+// (amortised 16 keys examined per refusal), and
 // otherwise examine at most 64 keys of the stripes that follow its own,
 // one stripe lock at a time and no more than 1024 stripes, evicting the
 // full ones; it then tries once more, and fails closed with
@@ -85,19 +87,19 @@ import (
 // # Waiting
 //
 // The store implements keyrate.WaitLimiter: a reservation is a spend
-// allowed past the fill time by the maximum wait (keyrate.Rule.Reserve),
+// allowed past the fill time by the maximum wait (see keyrate.WaitLimiter),
 // decided under the stripe's lock like any spend, and so is Cancel. Wait
 // creates no timer when the tokens are there, and otherwise sleeps on the
 // store's clock on the caller's goroutine.
 type Store struct {
-	pols   *keyrate.Policies
+	pols   *rules.Policies
 	seed   maphash.Seed
 	mask   uint64
 	strs   *table[string] // the stripes, keyed by key unless hashed
 	hashes *table[uint64] // the stripes, keyed by the key's hash if hashed
 	book   sweep.Book
 	pacer  sweep.Pacer   // paces whole sweeps on refusals by a full store
-	grace  time.Duration // keyrate.Settings.EvictionGrace
+	grace  time.Duration // config.Settings.EvictionGrace
 	bg     *sweep.Background
 }
 
@@ -122,7 +124,7 @@ func DefaultStripes() int { return layout.NextPow2(16 * runtime.GOMAXPROCS(0)) }
 // WithStripes sets the number of stripes, a power of two from 1 to
 // MaxStripes. The default is DefaultStripes().
 func WithStripes(n int) keyrate.Option {
-	return keyrate.StoreOption("striped.WithStripes", func(s *settings) error {
+	return config.StoreOption("striped.WithStripes", func(s *settings) error {
 		if n < 1 || n > MaxStripes || n&(n-1) != 0 {
 			return fmt.Errorf("stripe count %d is not a power of two from 1 to %d", n, MaxStripes)
 		}
@@ -138,11 +140,11 @@ func WithStripes(n int) keyrate.Option {
 // range.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	own := settings{stripes: DefaultStripes()}
-	set, err := keyrate.Configure(&own, opts...)
+	set, err := config.Configure(&own, opts...)
 	if err != nil {
 		return nil, err
 	}
-	pols, err := keyrate.NewPolicies(limit, set)
+	pols, err := rules.NewPolicies(limit, set)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +222,7 @@ func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Deci
 }
 
 // allow is AllowN under rs.
-func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
@@ -232,7 +234,7 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 		r := rs.Rule(0)
 		now := r.Now()
 		var (
-			state   keyrate.State
+			state   rules.State
 			ok, hit bool
 		)
 		if s.hashes != nil {
@@ -254,7 +256,7 @@ func (s *Store) allow(key string, rs *keyrate.Rules, cost int) (keyrate.Decision
 // take spends cost for key, whose hash is h, under rs, or reserves it
 // within wait (see table.take),
 // and if the store is full and key new, does what full does.
-func (s *Store) take(key string, h uint64, rs *keyrate.Rules, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
+func (s *Store) take(key string, h uint64, rs *rules.Rules, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
 	now := rs.Now()
 	var (
 		st     sweep.States
@@ -276,7 +278,7 @@ func (s *Store) take(key string, h uint64, rs *keyrate.Rules, cost int, wait tim
 // its stripe's sample freed nothing: a whole sweep, if one is due
 // (sweep.Pacer), else a bounded scan of the other stripes (evictOne); then
 // one more try, and refusal if that finds the store full again.
-func (s *Store) full(key string, h uint64, rs *keyrate.Rules, now time.Duration, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
+func (s *Store) full(key string, h uint64, rs *rules.Rules, now time.Duration, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
 	if s.pacer.Charge(sweep.RefusalWeight) {
 		s.Sweep()
 		s.pacer.Swept()
@@ -328,7 +330,7 @@ func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cos
 type front Store
 
 // ReserveOne is the known-key fast path. See sweep.Reserver.
-func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool) {
+func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Duration) (state rules.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
 	if rs.Len() != 1 {
 		return 0, 0, false, false
@@ -346,7 +348,7 @@ func (f *front) ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Du
 
 // ReserveRare is the slow path: a new key, or one under another policy
 // or of several windows. See sweep.Reserver.
-func (f *front) ReserveRare(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+func (f *front) ReserveRare(key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	s := (*Store)(f)
 	st, at, denied, err := s.take(key, maphash.String(s.seed, key), rs, cost, max(wait, 0))
 	if err != nil {
@@ -362,16 +364,16 @@ func (f *front) Cancel(r keyrate.Reservation) bool { return (*Store)(f).Cancel(r
 // slot has not come and the key's bucket has not changed since. See
 // keyrate.Reservation.Cancel.
 func (s *Store) Cancel(r keyrate.Reservation) bool {
-	rs := r.Rules()
+	rs := rules.ReservationRules(r)
 	if rs == nil || !r.OK() || rs.Unlimited() {
 		return false
 	}
 	key := r.Key()
 	h := maphash.String(s.seed, key)
 	if s.hashes != nil {
-		return s.hashes.cancel(s, h, h, rs, r.End(), r.At(), r.Cost())
+		return s.hashes.cancel(s, h, h, rs, rules.ReservationEnd(r), r.At(), r.Cost())
 	}
-	return s.strs.cancel(s, key, h, rs, r.End(), r.At(), r.Cost())
+	return s.strs.cancel(s, key, h, rs, rules.ReservationEnd(r), r.At(), r.Cost())
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
@@ -421,7 +423,7 @@ func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
 }
 
 // refund is Refund under rs.
-func (s *Store) refund(key string, rs *keyrate.Rules, cost int) error {
+func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
@@ -60,12 +60,12 @@ func newTable[K comparable](stripes int) *table[K] {
 
 // take spends cost tokens for key, whose hash is h, under rs at clock
 // reading now, from every window of its bucket if each holds them (or
-// reserves them within wait: keyrate.Rules.Reserve), and
+// reserves them within wait: rules.Rules.Reserve), and
 // returns the states after the call, the reading it was decided at and
-// keyrate.Rules.Take's result. A key under another policy is carried over
-// to rs first (keyrate.Rules.Carry). It reports full, and does nothing,
+// rules.Rules.Take's result. A key under another policy is carried over
+// to rs first (rules.Rules.Carry). It reports full, and does nothing,
 // when key is new and the cap leaves no room for it.
-func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.Duration, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
+func (t *table[K]) take(s *Store, key K, h uint64, rs *rules.Rules, now time.Duration, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
 	sp := &t.stripes[h&s.mask]
 	sp.mu.Lock()
 	e, found := sp.m[key]
@@ -74,7 +74,7 @@ func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.D
 	}
 	if e.Rules == rs && rs.Len() == 1 { // the hot path
 		r := rs.Rule(0)
-		var next keyrate.State
+		var next rules.State
 		var ok bool
 		if rs.OneBucket() { // the token bucket's arithmetic, inlined
 			next, ok = r.ReserveBucket(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
@@ -105,7 +105,7 @@ func (t *table[K]) take(s *Store, key K, h uint64, rs *keyrate.Rules, now time.D
 // window whose rule is r, at tick now, with a wait of wait ticks (0 for a
 // spend): it returns the state after the call and whether it spent. It reports a miss, and does nothing, for any other
 // key. It returns no States, which would cost a 64-byte copy per call.
-func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyrate.Rule, now uint64, cost int, wait uint64) (state keyrate.State, ok, hit bool) {
+func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *rules.Rules, r *rules.Rule, now uint64, cost int, wait uint64) (state rules.State, ok, hit bool) {
 	sp := &t.stripes[h&s.mask]
 	sp.mu.Lock()
 	e, found := sp.m[key]
@@ -113,7 +113,7 @@ func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyr
 		sp.mu.Unlock()
 		return 0, false, false
 	}
-	var next keyrate.State
+	var next rules.State
 	if rs.OneBucket() { // the token bucket's arithmetic, inlined
 		next, ok = r.ReserveBucket(e.First, now, cost, wait)
 	} else { // a window algorithm
@@ -128,8 +128,8 @@ func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *keyrate.Rules, r *keyr
 }
 
 // carry returns the block of a key whose block e is under another policy
-// than rs, carried over to rs at reading now (keyrate.Rules.Carry).
-func carry(e sweep.Block, rs *keyrate.Rules, now time.Duration) sweep.Block {
+// than rs, carried over to rs at reading now (rules.Rules.Carry).
+func carry(e sweep.Block, rs *rules.Rules, now time.Duration) sweep.Block {
 	var old, into sweep.States
 	e.Load(old[:e.Rules.Len()])
 	rs.Carry(e.Rules, old[:e.Rules.Len()], now, into[:rs.Len()])
@@ -138,7 +138,7 @@ func carry(e sweep.Block, rs *keyrate.Rules, now time.Duration) sweep.Block {
 
 // refund gives cost tokens back to key under rs at reading now, carrying
 // a key under another policy over to rs first. A missing key is full.
-func (t *table[K]) refund(s *Store, key K, h uint64, rs *keyrate.Rules, now time.Duration, cost int) {
+func (t *table[K]) refund(s *Store, key K, h uint64, rs *rules.Rules, now time.Duration, cost int) {
 	sp := &t.stripes[h&s.mask]
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -157,7 +157,7 @@ func (t *table[K]) refund(s *Store, key K, h uint64, rs *keyrate.Rules, now time
 // left window 0 in state end, with its slot at reading slot, if the key's
 // bucket allows it (sweep.Block.Cancel), reading the clock under the
 // stripe's lock, and reports whether it did.
-func (t *table[K]) cancel(s *Store, key K, h uint64, rs *keyrate.Rules, end keyrate.State, slot time.Duration, cost int) bool {
+func (t *table[K]) cancel(s *Store, key K, h uint64, rs *rules.Rules, end rules.State, slot time.Duration, cost int) bool {
 	sp := &t.stripes[h&s.mask]
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -189,7 +189,7 @@ func (t *table[K]) cancel(s *Store, key K, h uint64, rs *keyrate.Rules, end keyr
 // full): the store's incremental maintenance (bounded work, under the
 // lock it already holds). A full store that still has no room reports
 // full.
-func (st *stripe[K]) insert(s *Store, key K, rs *keyrate.Rules, now time.Duration, cost int, wait time.Duration) (states sweep.States, at time.Duration, denied int, full bool) {
+func (st *stripe[K]) insert(s *Store, key K, rs *rules.Rules, now time.Duration, cost int, wait time.Duration) (states sweep.States, at time.Duration, denied int, full bool) {
 	defer st.mu.Unlock()
 	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
 		st.evict(s, s.routine(now), sampled)
@@ -296,7 +296,7 @@ func (t *table[K]) sweep(s *Store, now time.Duration) (removed, left int) {
 // the reading they hold at: a missing key's is the stripe's floor, a full
 // bucket; a key under another policy is carried over to rs, but not
 // stored.
-func (t *table[K]) peek(key K, h uint64, rs *keyrate.Rules, now time.Duration) (states sweep.States, at time.Duration) {
+func (t *table[K]) peek(key K, h uint64, rs *rules.Rules, now time.Duration) (states sweep.States, at time.Duration) {
 	st := &t.stripes[h&uint64(len(t.stripes)-1)]
 	n := rs.Len()
 	st.mu.Lock()

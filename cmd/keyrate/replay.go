@@ -17,6 +17,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/mutexbucket"
 	"github.com/keyrate/keyrate/striped"
 )
@@ -193,7 +194,7 @@ func replay(r io.Reader, alg keyrate.Algorithm, newStore func(keyrate.Limit, ...
 	}
 	limit := keyrate.Limit{Rate: int(capacity), Per: time.Duration(window * u), Burst: int(capacity)}.Using(alg)
 	clk := clock.NewManual(0) // the store's epoch is the reading at New: 0
-	policy, err := keyrate.NewRule(limit, clk)
+	policy, err := rules.NewRule(limit, clk)
 	if err != nil {
 		return cannot(err.Error())
 	}

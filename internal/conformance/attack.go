@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/racetest"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // attackScale returns the key-rotation attack's size: the distinct keys
@@ -47,12 +48,12 @@ func testRotationAttack(t *testing.T, s Bounded) {
 	base := ms.HeapAlloc
 
 	l, clk := openBounded(t, s, limit, keyrate.WithMaxKeys(cap))
-	ref, err := keyrate.NewRule(limit, clk)
+	ref, err := rules.NewRule(limit, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	legit := []string{"alice", "bob", "carol"}
-	legitState := make([]keyrate.State, len(legit))
+	legitState := make([]rules.State, len(legit))
 	var peak, first uint64
 	checkpoint := max(keys/10, perMs)
 	buf := []byte("attacker-")

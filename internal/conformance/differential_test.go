@@ -11,6 +11,7 @@ import (
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/conformance"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/mutexbucket"
 	"github.com/keyrate/keyrate/striped"
 )
@@ -154,7 +155,7 @@ var seeds = [][]byte{
 // FuzzDifferential applies random operations to every store and to the
 // rational reference on a clock that only moves forwards, and requires the
 // same Decision (or error) from all of them at every step. Only limits the
-// stores decide exactly (keyrate.Rule.Exact) are compared.
+// stores decide exactly (rules.Rule.Exact) are compared.
 func FuzzDifferential(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s)
@@ -164,7 +165,7 @@ func FuzzDifferential(f *testing.F) {
 		if !ok {
 			return
 		}
-		if p, err := keyrate.NewRule(limit, nil); err != nil || !p.Exact() {
+		if p, err := rules.NewRule(limit, nil); err != nil || !p.Exact() {
 			return
 		}
 		const origin = 5 * time.Hour

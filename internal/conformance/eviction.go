@@ -15,6 +15,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
@@ -165,11 +166,11 @@ func testSweepRemovesOnlyFull(t *testing.T, s Bounded) {
 func testMatchesNeverEvicting(t *testing.T, s Bounded) {
 	limit := keyrate.PerSecond(4).WithBurst(6) // a token every 250ms, full after 1.5s
 	l, clk := openBounded(t, s, limit)
-	ref, err := keyrate.NewRule(limit, clk)
+	ref, err := rules.NewRule(limit, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	states := map[string]keyrate.State{}
+	states := map[string]rules.State{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	steps := 20000
 	if testing.Short() {

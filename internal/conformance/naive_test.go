@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // naiveStore is what the peers' sweeps do, and what keyrate's stores must
@@ -14,18 +15,18 @@ import (
 // in a separate step, so a spend that lands between the two is lost with
 // the removed bucket and the key's next request gets a fresh full one.
 type naiveStore struct {
-	policy keyrate.Rule
+	policy rules.Rule
 	mu     sync.Mutex
 	m      map[string]*naiveBucket
 }
 
 type naiveBucket struct {
 	mu    sync.Mutex
-	state keyrate.State
+	state rules.State
 }
 
 func newNaive(t *testing.T, limit keyrate.Limit, clk *clock.Manual) *naiveStore {
-	p, err := keyrate.NewRule(limit, clk)
+	p, err := rules.NewRule(limit, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,13 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // RunPolicies checks keyrate.PolicyLimiter on a bounded store: several
 // windows all or nothing, tiers, runtime changes and refunds, each against
-// keyrate.Rules applied to a plain map (the reference), and under
+// rules.Rules applied to a plain map (the reference), and under
 // concurrency against exact counts.
 func RunPolicies(t *testing.T, b Bounded) {
 	t.Run("TwoWindowSteps", func(t *testing.T) { testTwoWindowSteps(t, b) })
@@ -105,23 +107,23 @@ func testTwoWindowSteps(t *testing.T, b Bounded) {
 	}
 }
 
-// refStore is the reference: keyrate.Rules applied to a plain map, with a
-// key's states carried over (keyrate.Rules.Carry) when its policy changes.
-// Its policies are compiled by a keyrate.Policies, as a store's are, so
+// refStore is the reference: rules.Rules applied to a plain map, with a
+// key's states carried over (rules.Rules.Carry) when its policy changes.
+// Its policies are compiled by a rules.Policies, as a store's are, so
 // that they share one epoch.
 type refStore struct {
 	clk  *clock.Manual
-	pols *keyrate.Policies
+	pols *rules.Policies
 	keys map[string]refBucket
 }
 
 type refBucket struct {
-	rs *keyrate.Rules
-	s  []keyrate.State
+	rs *rules.Rules
+	s  []rules.State
 }
 
 func newRefStore(t *testing.T, clk *clock.Manual, ps []keyrate.Policy) *refStore {
-	pols, err := keyrate.NewPolicies(keyrate.PerSecond(1), keyrate.Settings{Clock: clk, Policies: ps})
+	pols, err := rules.NewPolicies(keyrate.PerSecond(1), config.Settings{Clock: clk, Policies: ps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,7 @@ func (r *refStore) set(t *testing.T, p keyrate.Policy) {
 	}
 }
 
-func (r *refStore) rules(name string) *keyrate.Rules {
+func (r *refStore) rules(name string) *rules.Rules {
 	tier, err := r.pols.Tier(name)
 	if err != nil {
 		panic(err)
@@ -145,9 +147,9 @@ func (r *refStore) rules(name string) *keyrate.Rules {
 
 // bucket returns key's states under rs at reading now, carried over if
 // the key was under another policy (or another version of it).
-func (r *refStore) bucket(key string, rs *keyrate.Rules, now time.Duration) []keyrate.State {
+func (r *refStore) bucket(key string, rs *rules.Rules, now time.Duration) []rules.State {
 	b, ok := r.keys[key]
-	s := make([]keyrate.State, rs.Len())
+	s := make([]rules.State, rs.Len())
 	switch {
 	case !ok:
 		for i := range s {
@@ -191,7 +193,7 @@ func (r *refStore) peek(key, policy string) keyrate.Decision {
 // testPolicyDifferential drives a store and the reference with the same
 // random operations (requests under random tiers and costs, refunds,
 // policy changes, sweeps, time steps) and compares every decision: the
-// store must decide exactly as keyrate.Rules does, and eviction must
+// store must decide exactly as rules.Rules does, and eviction must
 // change nothing.
 func testPolicyDifferential(t *testing.T, b Bounded) {
 	// Every limit is exact (whole-nanosecond token intervals), so that

@@ -15,13 +15,14 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/racetest"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // RunWait checks keyrate.WaitLimiter on a bounded store: reservations and
 // their slots step by step, exact cancellation, Wait's errors and its
 // cancellation, first-come-first-served waiters, a simulated stretch of
 // waiters on one key against the bound, concurrent reservations and
-// cancels against the bound, and decisions equal to keyrate.Rules' in a
+// cancels against the bound, and decisions equal to rules.Rules' in a
 // differential run. Every wait runs on the manual clock: no test sleeps.
 func RunWait(t *testing.T, b Bounded) {
 	t.Run("ReserveSteps", func(t *testing.T) { testReserveSteps(t, b) })
@@ -498,14 +499,14 @@ func CheckBound(t testing.TB, limit keyrate.Limit, admitted []Admission) {
 	}
 	sorted := slices.SortedStableFunc(slices.Values(admitted), func(a, b Admission) int { return cmp.Compare(a.At, b.At) })
 	first := sorted[0].At
-	r, err := keyrate.NewRule(limit, clock.NewManual(first))
+	r, err := rules.NewRule(limit, clock.NewManual(first))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.Exact() {
 		t.Fatalf("CheckBound needs an exact limit, not %v", limit)
 	}
-	var s keyrate.State
+	var s rules.State
 	for n, a := range sorted {
 		next, ok := r.Take(s, r.Ticks(a.At), a.Cost)
 		if !ok {
@@ -591,7 +592,7 @@ func testConcurrentReservations(t *testing.T, b Bounded) {
 	}
 }
 
-// testWaitDifferential drives a store and the reference (keyrate.Rules on
+// testWaitDifferential drives a store and the reference (rules.Rules on
 // a plain map) with the same random reservations, cancels, spends,
 // refunds and time steps under one- and two-window policies, and compares
 // every reservation and decision.
@@ -661,10 +662,10 @@ func (r *refStore) reserve(key, policy string, cost int, wait time.Duration) key
 // cancel is the reference's Cancel.
 func (r *refStore) cancel(res keyrate.Reservation) bool {
 	b, ok := r.keys[res.Key()]
-	if !ok || b.rs != res.Rules() || !res.OK() {
+	if !ok || b.rs != rules.ReservationRules(res) || !res.OK() {
 		return false
 	}
-	return b.rs.Cancel(b.s, res.End(), r.clk.Now(), res.At(), res.Cost())
+	return b.rs.Cancel(b.s, rules.ReservationEnd(res), r.clk.Now(), res.At(), res.Cost())
 }
 
 // testWaitExtremes: the edges an adversarial review found. A store whose
@@ -715,7 +716,7 @@ func testWaitExtremes(t *testing.T, b Bounded) {
 	l.AllowN("k", 2)
 	r := reserve(t, l, "k", 1, time.Hour)
 	for _, cost := range []int{3, 0, -1 << 40} {
-		forged := keyrate.NewReservation(l, r.Key(), r.Rules(), r.End(), 0, r.At(), time.Hour, cost, true)
+		forged := rules.NewReservation(l, r.Key(), rules.ReservationRules(r), rules.ReservationEnd(r), 0, r.At(), time.Hour, cost, true)
 		if forged.Cancel() {
 			t.Fatalf("a Reservation forged with cost %d (burst 2) was cancelled", cost)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/conformance"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // remainingBS is WindowModel.Remaining by binary search (the model's is
@@ -99,7 +100,7 @@ func TestWindowExtremeDifferential(t *testing.T) {
 					}
 					l := l0.(keyrate.WaitLimiter)
 					bl := l0.(keyrate.BoundedLimiter)
-					r, _ := keyrate.NewRule(limit, clk)
+					r, _ := rules.NewRule(limit, clk)
 					rng64 := int64(r.Range())
 					W, N := int64(limit.Per), int64(limit.Rate)
 					models := map[string]*conformance.WindowModel{}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // Block is one key's states in a store that guards them with a lock
@@ -11,18 +12,18 @@ import (
 // Rules: window 0's state inline, so that a one-window key costs no more
 // than before policies, and the others, for a key under several windows,
 // in an array of their own. First is Fresh for a bucket not spent from
-// yet and keyrate.Tombstone for one swept. The zero Block is invalid.
+// yet and rules.Tombstone for one swept. The zero Block is invalid.
 type Block struct {
-	Rules *keyrate.Rules
-	First keyrate.State
-	Rest  *[keyrate.MaxLimits - 1]keyrate.State
+	Rules *rules.Rules
+	First rules.State
+	Rest  *[keyrate.MaxLimits - 1]rules.State
 }
 
 // NewBlock returns a block under rs in states s (Fresh if s is nil).
-func NewBlock(rs *keyrate.Rules, s []keyrate.State) Block {
+func NewBlock(rs *rules.Rules, s []rules.State) Block {
 	b := Block{Rules: rs, First: Fresh}
 	if n := rs.Len(); n > 1 {
-		b.Rest = new([keyrate.MaxLimits - 1]keyrate.State)
+		b.Rest = new([keyrate.MaxLimits - 1]rules.State)
 	}
 	if s != nil {
 		b.Store(s)
@@ -31,7 +32,7 @@ func NewBlock(rs *keyrate.Rules, s []keyrate.State) Block {
 }
 
 // Load copies the block's states into s, one per window.
-func (b *Block) Load(s []keyrate.State) {
+func (b *Block) Load(s []rules.State) {
 	if len(s) == 0 {
 		return
 	}
@@ -42,7 +43,7 @@ func (b *Block) Load(s []keyrate.State) {
 }
 
 // Store sets the block's states from s, one per window.
-func (b *Block) Store(s []keyrate.State) {
+func (b *Block) Store(s []rules.State) {
 	if len(s) == 0 {
 		return
 	}
@@ -54,12 +55,12 @@ func (b *Block) Store(s []keyrate.State) {
 
 // Spend is the request on a block whose lock the caller holds, at reading
 // t: it spends cost from every window of b if each holds it (or, with a
-// wait above 0, reserves it: see keyrate.Rules.Reserve) (a block not
+// wait above 0, reserves it: see rules.Rules.Reserve) (a block not
 // spent from yet is read as the floor first, and keeps the floor if the
 // spend is denied, so that a sweep can remove it), writes the states after
 // the call into s, and returns the reading it was decided at and
-// keyrate.Rules.Take's result. b must not be swept.
-func (b *Block) Spend(t time.Duration, cost int, wait time.Duration, floor *Floor, s []keyrate.State) (time.Duration, int) {
+// rules.Rules.Take's result. b must not be swept.
+func (b *Block) Spend(t time.Duration, cost int, wait time.Duration, floor *Floor, s []rules.State) (time.Duration, int) {
 	if b.First == Fresh {
 		t = floor.Start(b.Rules, t, s)
 	} else {
@@ -72,14 +73,14 @@ func (b *Block) Spend(t time.Duration, cost int, wait time.Duration, floor *Floo
 
 // Cancel gives back the cost tokens of a reservation that left window 0
 // in state end, with its slot at reading slot, if the slot has not come
-// at reading t and b has not changed since (keyrate.Rules.Cancel), and
+// at reading t and b has not changed since (rules.Rules.Cancel), and
 // reports whether it did; b's lock must be held, and t read under it. A
 // block not spent from yet, or swept, gives nothing back.
-func (b *Block) Cancel(end keyrate.State, t, slot time.Duration, cost int) bool {
+func (b *Block) Cancel(end rules.State, t, slot time.Duration, cost int) bool {
 	if b.First >= Fresh {
 		return false
 	}
-	var s [keyrate.MaxLimits]keyrate.State
+	var s [keyrate.MaxLimits]rules.State
 	n := b.Rules.Len()
 	b.Load(s[:n])
 	if !b.Rules.Cancel(s[:n], end, t, slot, cost) {
@@ -95,7 +96,7 @@ func (b *Block) Refund(t time.Duration, cost int) {
 	if b.First >= Fresh {
 		return
 	}
-	var s [keyrate.MaxLimits]keyrate.State
+	var s [keyrate.MaxLimits]rules.State
 	n := b.Rules.Len()
 	b.Load(s[:n])
 	b.Rules.Refund(s[:n], t, cost)
@@ -109,7 +110,7 @@ func (b *Block) Full(t time.Duration, floor *Floor) bool {
 	if b.First >= Fresh {
 		return false
 	}
-	var s [keyrate.MaxLimits]keyrate.State
+	var s [keyrate.MaxLimits]rules.State
 	n := b.Rules.Len()
 	b.Load(s[:n])
 	if !b.Rules.Full(s[:n], t) {

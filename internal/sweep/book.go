@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/keyrate/keyrate"
@@ -31,7 +32,7 @@ type Book struct {
 func (b *Book) Init(max int) {
 	b.max = int64(max)
 	if max > 0 {
-		b.full = keyrate.StoreFullError(max)
+		b.full = storeFullError(max)
 	}
 }
 
@@ -86,4 +87,11 @@ func (b *Book) Refuse() error {
 // Stats returns the counters, with Keys as the Keys field.
 func (b *Book) Stats() keyrate.Stats {
 	return keyrate.Stats{Keys: b.Keys(), Evictions: b.evictions.Load(), Refused: b.refused.Load()}
+}
+
+// storeFullError returns the error a store with a cap of max keys returns
+// for a new key it cannot track: it wraps ErrStoreFull and names the cap.
+// A store builds it once, so that refusing allocates nothing.
+func storeFullError(max int) error {
+	return fmt.Errorf("%w: it tracks its WithMaxKeys limit of %d keys and none it examined was full again", keyrate.ErrStoreFull, max)
 }

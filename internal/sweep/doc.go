@@ -9,7 +9,7 @@
 //
 // # Why removing a full bucket changes no decision
 //
-// A bucket whose state s is full at tick t (s ≤ t, keyrate.Rule.Full)
+// A bucket whose state s is full at tick t (s ≤ t, rules.Rule.Full)
 // behaves, for every request read at a tick now ≥ t, exactly like a new
 // bucket: Take(s, now, c) = max(s, now) + c·I = now + c·I = Take(0, now, c).
 // So a sweep that reads the clock once (t), and removes only buckets full
@@ -20,7 +20,7 @@
 //     from the detached bucket while a fresh one serves others (that would
 //     lose its spend: over-admission). The check "full at t?" and the
 //     removal are therefore one atomic step with respect to spending: the
-//     sweeper marks the bucket keyrate.Tombstone under the bucket's lock, or
+//     sweeper marks the bucket rules.Tombstone under the bucket's lock, or
 //     with one compare-and-swap from the very state it judged full, or (in
 //     the striped store) checks and deletes under the stripe lock that every
 //     spend takes. A spender that then finds the mark looks the key up again.

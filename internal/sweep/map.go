@@ -10,11 +10,13 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // States holds one key's states, one per window of its policy (at most
 // keyrate.MaxLimits), by value.
-type States = [keyrate.MaxLimits]keyrate.State
+type States = [keyrate.MaxLimits]rules.State
 
 // Bucket is what a pointer store keeps per key: a pointer to one key's
 // states, one per window of the policy it is under, and whatever
@@ -24,8 +26,8 @@ type Bucket interface {
 	// Rules returns the compiled policy the bucket's states are under. It
 	// is fixed for the bucket's life: when the key's policy changes, the
 	// bucket is retired and replaced (see Map).
-	Rules() *keyrate.Rules
-	// Evict marks the bucket keyrate.Tombstone if every window is full at
+	Rules() *rules.Rules
+	// Evict marks the bucket rules.Tombstone if every window is full at
 	// clock reading t, in one step that no spend can interleave with
 	// (under the bucket's lock, or by a compare-and-swap from the state
 	// judged full), and reports whether it did; before marking it raises
@@ -34,37 +36,37 @@ type Bucket interface {
 	Evict(t time.Duration, floor *Floor) bool
 	// SpendRare spends cost tokens from every window at reading t if each
 	// holds them, or, with a wait above 0, reserves them for the earliest
-	// slot at most wait away (keyrate.Rules.Reserve), and spends from no
+	// slot at most wait away (rules.Rules.Reserve), and spends from no
 	// window otherwise, in one step, writes the states
 	// after the call, one per window, and the reading it was decided at and
-	// keyrate.Rules.Take's result. (States are returned by value: a slice
+	// rules.Rules.Take's result. (States are returned by value: a slice
 	// passed through a generic call would escape to the heap.) A bucket not spent
 	// from yet (Fresh) is read as the floor, at the reading Floor.Start
 	// gives, and left in that state if the spend is denied, so that a
-	// sweep can remove it. A bucket marked keyrate.Tombstone is left alone
+	// sweep can remove it. A bucket marked rules.Tombstone is left alone
 	// and reported swept.
 	SpendRare(t time.Duration, cost int, wait time.Duration, floor *Floor) (s States, at time.Duration, denied int, swept bool)
 	// Refund gives cost tokens back to every window at reading t (see
-	// keyrate.Rules.Refund); a bucket not spent from yet is full and is
-	// left alone. A bucket marked keyrate.Tombstone is left alone and
+	// rules.Rules.Refund); a bucket not spent from yet is full and is
+	// left alone. A bucket marked rules.Tombstone is left alone and
 	// reported swept.
 	Refund(t time.Duration, cost int) (swept bool)
 	// Cancel gives back the cost tokens of a reservation under the
 	// bucket's policy that left window 0 in state end, with its slot at
 	// reading slot, if the slot has not come and the bucket has not
-	// changed since (keyrate.Rules.Cancel), reading the clock after
+	// changed since (rules.Rules.Cancel), reading the clock after
 	// loading the states, in one step; it reports whether it did. A bucket
-	// marked keyrate.Tombstone or not spent from yet gives nothing back.
-	Cancel(end keyrate.State, slot time.Duration, cost int) bool
-	// Retire marks the bucket keyrate.Tombstone whatever its states, so
+	// marked rules.Tombstone or not spent from yet gives nothing back.
+	Cancel(end rules.State, slot time.Duration, cost int) bool
+	// Retire marks the bucket rules.Tombstone whatever its states, so
 	// that it can be replaced by a bucket under another policy, and returns
 	// its states. It reports fresh for a bucket not spent from yet (s is
 	// then unset), and !ok for one already marked.
 	Retire() (s States, fresh, ok bool)
-	// Swept reports whether the bucket is marked keyrate.Tombstone.
+	// Swept reports whether the bucket is marked rules.Tombstone.
 	Swept() bool
 	// States returns the bucket's states and reports whether they are
-	// live: false for a bucket marked keyrate.Tombstone or not spent from
+	// live: false for a bucket marked rules.Tombstone or not spent from
 	// yet, whose states read as the floor.
 	States() (s States, live bool)
 }
@@ -76,7 +78,7 @@ type Bucket interface {
 //
 // Lookups of known keys are lock-free. A new key reserves a slot in the
 // Book before it is inserted. Removal is two steps, in this order: the
-// bucket is marked keyrate.Tombstone (Bucket.Evict), then deleted from the
+// bucket is marked rules.Tombstone (Bucket.Evict), then deleted from the
 // map only if the map still holds that very bucket (Drop). A spender that
 // finds its bucket marked calls Drop itself and looks the key up again
 // (see the package documentation for why this never changes a decision).
@@ -95,8 +97,8 @@ type Bucket interface {
 // bucket type directly. Set a Map up with Init; it is safe for concurrent
 // use.
 type Map[B Bucket] struct {
-	pols   *keyrate.Policies
-	fresh  func(rs *keyrate.Rules, s []keyrate.State) B
+	pols   *rules.Policies
+	fresh  func(rs *rules.Rules, s []rules.State) B
 	seed   maphash.Seed
 	strs   *xsync.MapOf[string, B] // the keys, unless hashed
 	hashes *xsync.MapOf[uint64, B] // the keys' hashes, if hashed
@@ -104,7 +106,7 @@ type Map[B Bucket] struct {
 	book   Book
 	pacer  Pacer
 	bg     *Background
-	grace  time.Duration // keyrate.Settings.EvictionGrace
+	grace  time.Duration // config.Settings.EvictionGrace
 
 	mu       sync.Mutex     // guards closed, inflight and running.Add
 	closed   bool           // Close was called: paced sweeps run on the caller
@@ -115,7 +117,7 @@ type Map[B Bucket] struct {
 // init sets m up for a store enforcing pols under settings set, with
 // fresh building a new bucket under a policy, in states s (Fresh if s is
 // nil). It starts the background sweeper if set asks for one.
-func (m *Map[B]) init(pols *keyrate.Policies, set keyrate.Settings, fresh func(rs *keyrate.Rules, s []keyrate.State) B) {
+func (m *Map[B]) init(pols *rules.Policies, set config.Settings, fresh func(rs *rules.Rules, s []rules.State) B) {
 	m.pols, m.fresh = pols, fresh
 	if set.HashedKeys {
 		m.seed = maphash.MakeSeed()
@@ -144,7 +146,7 @@ func (m *Map[B]) Strings() *xsync.MapOf[string, B] { return m.strs }
 func (m *Map[B]) hash(key string) uint64 { return maphash.String(m.seed, key) }
 
 // Load returns key's bucket if the map holds one. The bucket may be
-// marked keyrate.Tombstone.
+// marked rules.Tombstone.
 func (m *Map[B]) Load(key string) (B, bool) {
 	if m.hashes != nil {
 		return m.hashes.Load(m.hash(key))
@@ -155,9 +157,9 @@ func (m *Map[B]) Load(key string) (B, bool) {
 // Get returns key's bucket, inserting a full one under rs for a new key.
 // For a new key that the cap leaves no room for, after a paced sweep if
 // one is due, it returns an error wrapping keyrate.ErrStoreFull. The
-// bucket may be marked keyrate.Tombstone, and may be under another policy
+// bucket may be marked rules.Tombstone, and may be under another policy
 // than rs.
-func (m *Map[B]) Get(key string, rs *keyrate.Rules) (B, error) {
+func (m *Map[B]) Get(key string, rs *rules.Rules) (B, error) {
 	if m.hashes != nil {
 		h := m.hash(key)
 		if b, ok := m.hashes.Load(h); ok {
@@ -172,13 +174,13 @@ func (m *Map[B]) Get(key string, rs *keyrate.Rules) (B, error) {
 }
 
 // Replace replaces key's bucket b, whose policy is not rs, by a bucket
-// under rs that carries b's states over (keyrate.Rules.Carry) at reading
-// t: b is retired (marked keyrate.Tombstone, so that a spender holding it
+// under rs that carries b's states over (rules.Rules.Carry) at reading
+// t: b is retired (marked rules.Tombstone, so that a spender holding it
 // looks the key up again) and swapped out in one step under the map's lock
 // for key. A b already swept, or not spent from yet, is replaced by a new
 // bucket. If the map no longer holds b, Replace does nothing: someone else
 // removed or replaced it, and the caller looks the key up again.
-func (m *Map[B]) Replace(key string, b B, rs *keyrate.Rules, t time.Duration) {
+func (m *Map[B]) Replace(key string, b B, rs *rules.Rules, t time.Duration) {
 	if m.hashes != nil {
 		replace(m, m.hashes, m.hash(key), b, rs, t)
 	} else {
@@ -186,7 +188,7 @@ func (m *Map[B]) Replace(key string, b B, rs *keyrate.Rules, t time.Duration) {
 	}
 }
 
-func replace[K comparable, B Bucket](m *Map[B], tab *xsync.MapOf[K, B], k K, b B, rs *keyrate.Rules, t time.Duration) {
+func replace[K comparable, B Bucket](m *Map[B], tab *xsync.MapOf[K, B], k K, b B, rs *rules.Rules, t time.Duration) {
 	tab.Compute(k, func(old B, loaded bool) (B, bool) {
 		if !loaded {
 			return old, true // gone: insert nothing
@@ -217,7 +219,7 @@ func replace[K comparable, B Bucket](m *Map[B], tab *xsync.MapOf[K, B], k K, b B
 // paced sweep running beside it may have freed too. It is refused only if
 // that second try fails: every bucket it examined was live and not full at
 // its reading, and whatever a sweep freed meanwhile went to other keys.
-func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K, rs *keyrate.Rules) (B, error) {
+func insert[K comparable, B Bucket](m *Map[B], t *xsync.MapOf[K, B], k K, rs *rules.Rules) (B, error) {
 	if m.bg == nil {
 		if m.pacer.Charge(1) {
 			m.kick()
@@ -311,13 +313,13 @@ func (m *Map[B]) assist() {
 // It is not full at any tick, so no sweep can remove a bucket between its
 // insertion and its first spend (which would churn the key, and under a
 // cap could let another key take its slot).
-const Fresh = keyrate.Tombstone - 1
+const Fresh = rules.Tombstone - 1
 
 // Floor returns the store's floor (see Floor).
 func (m *Map[B]) Floor() *Floor { return &m.floor }
 
 // Floor is the state a store's new buckets start in: the latest clock
-// reading at which any bucket it evicted became full (keyrate.Rules.Reading),
+// reading at which any bucket it evicted became full (rules.Rules.Reading),
 // which each window reads as its ticks at that reading. Kept as a reading
 // rather than a state, it serves every policy of the store. Its zero value
 // is the earliest reading, math.MinInt64, so that a store whose clock
@@ -346,7 +348,7 @@ func (f *Floor) Load() time.Duration { return time.Duration(f.v.Load() ^ math.Mi
 // bucket, exactly what a store that never evicts would give a new key.
 // Only a clock stepped backwards past the floor keeps t below it, and
 // then the floor is the guard of the package documentation.
-func (f *Floor) Start(rs *keyrate.Rules, t time.Duration, s []keyrate.State) time.Duration {
+func (f *Floor) Start(rs *rules.Rules, t time.Duration, s []rules.State) time.Duration {
 	fl := f.Load()
 	if fl > t {
 		t = max(t, rs.Now())
@@ -369,7 +371,7 @@ func (f *Floor) Raise(t time.Duration) {
 }
 
 // Drop removes key from the map if it still maps to b, a bucket marked
-// keyrate.Tombstone, and gives back its slot. Both the sweeper and a
+// rules.Tombstone, and gives back its slot. Both the sweeper and a
 // spender that found b marked call it; one of them removes the key.
 func (m *Map[B]) Drop(key string, b B) {
 	if m.hashes != nil {

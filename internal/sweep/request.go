@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // This file is the request side that the pointer stores share: their
@@ -21,12 +23,12 @@ import (
 // keyrate.ErrInvalidLimit, keyrate.ErrInvalidPolicy or
 // keyrate.ErrInvalidOption if limit, a policy or an option is out of
 // range, and then starts nothing.
-func (m *Map[B]) Init(pols **keyrate.Policies, limit keyrate.Limit, opts []keyrate.Option, fresh func(rs *keyrate.Rules, s []keyrate.State) B) error {
-	set, err := keyrate.Configure(nil, opts...)
+func (m *Map[B]) Init(pols **rules.Policies, limit keyrate.Limit, opts []keyrate.Option, fresh func(rs *rules.Rules, s []rules.State) B) error {
+	set, err := config.Configure(nil, opts...)
 	if err != nil {
 		return err
 	}
-	ps, err := keyrate.NewPolicies(limit, set)
+	ps, err := rules.NewPolicies(limit, set)
 	if err != nil {
 		return err
 	}
@@ -40,10 +42,10 @@ func (m *Map[B]) Init(pols **keyrate.Policies, limit keyrate.Limit, opts []keyra
 // Bucket.SpendRare), inserting a bucket for a new key and carrying the bucket of a
 // key under another policy over to rs (Replace). It writes the states
 // after the call into s (one per window of rs) and returns the reading it
-// was decided at and keyrate.Rules.Take's result, or an error wrapping
+// was decided at and rules.Rules.Take's result, or an error wrapping
 // keyrate.ErrStoreFull for a new key that the cap leaves no room for. cost
 // must satisfy rs.CheckCost, and rs must not be unlimited.
-func (m *Map[B]) Take(key string, rs *keyrate.Rules, cost int, wait time.Duration) (States, time.Duration, int, error) {
+func (m *Map[B]) Take(key string, rs *rules.Rules, cost int, wait time.Duration) (States, time.Duration, int, error) {
 	for {
 		b, err := m.Get(key, rs)
 		if err != nil {
@@ -67,7 +69,7 @@ func (m *Map[B]) Take(key string, rs *keyrate.Rules, cost int, wait time.Duratio
 
 // Allow is keyrate.Limiter's Allow by way of Take, under rs: a store's
 // Allow after its fast path missed.
-func (m *Map[B]) Allow(key string, rs *keyrate.Rules) bool {
+func (m *Map[B]) Allow(key string, rs *rules.Rules) bool {
 	if rs.Unlimited() {
 		return true
 	}
@@ -78,7 +80,7 @@ func (m *Map[B]) Allow(key string, rs *keyrate.Rules) bool {
 // AllowN is keyrate.Limiter's AllowN by way of Take, under rs, for a cost
 // that satisfies rs.CheckCost: a store's AllowN after its fast path
 // missed.
-func (m *Map[B]) AllowN(key string, rs *keyrate.Rules, cost int) (keyrate.Decision, error) {
+func (m *Map[B]) AllowN(key string, rs *rules.Rules, cost int) (keyrate.Decision, error) {
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
 	}
@@ -93,7 +95,7 @@ func (m *Map[B]) AllowN(key string, rs *keyrate.Rules, cost int) (keyrate.Decisi
 // policy with windows, for a cost that satisfies rs.CheckCost: a pointer
 // store's Reserver.ReserveRare. lim is the store's Reserver, for the
 // Reservation's Cancel.
-func (m *Map[B]) Reserve(lim keyrate.Canceler, key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+func (m *Map[B]) Reserve(lim rules.Canceler, key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	s, at, denied, err := m.Take(key, rs, cost, max(wait, 0))
 	if err != nil {
 		return keyrate.Reservation{}, err
@@ -101,7 +103,7 @@ func (m *Map[B]) Reserve(lim keyrate.Canceler, key string, rs *keyrate.Rules, co
 	return rs.Reserved(lim, key, s[:rs.Len()], at, cost, wait, denied), nil
 }
 
-// Denied is keyrate.Rules.Take's result for a one-window spend that
+// Denied is rules.Rules.Take's result for a one-window spend that
 // reports ok: -1 if allowed, else window 0.
 func Denied(ok bool) int {
 	if ok {
@@ -114,7 +116,7 @@ func Denied(ok bool) int {
 // map still holds r's key under r's policy and the bucket allows it (see
 // Bucket.Cancel).
 func (m *Map[B]) Cancel(r keyrate.Reservation) bool {
-	rs := r.Rules()
+	rs := rules.ReservationRules(r)
 	if rs == nil || !r.OK() || rs.Unlimited() {
 		return false
 	}
@@ -122,14 +124,14 @@ func (m *Map[B]) Cancel(r keyrate.Reservation) bool {
 	if !ok || b.Rules() != rs {
 		return false
 	}
-	return b.Cancel(r.End(), r.At(), r.Cost())
+	return b.Cancel(rules.ReservationEnd(r), r.At(), r.Cost())
 }
 
 // Refund gives cost tokens back to key under rs (see
 // keyrate.PolicyLimiter), carrying a bucket under another policy over to
 // rs first. A key the map does not hold is full, and gains nothing. cost
 // must satisfy rs.CheckCost.
-func (m *Map[B]) Refund(key string, rs *keyrate.Rules, cost int) {
+func (m *Map[B]) Refund(key string, rs *rules.Rules, cost int) {
 	if rs.Unlimited() {
 		return
 	}
@@ -152,7 +154,7 @@ func (m *Map[B]) Refund(key string, rs *keyrate.Rules, cost int) {
 
 // Peek reports what a cost-1 request for key under rs would get now,
 // spending nothing and storing nothing.
-func (m *Map[B]) Peek(key string, rs *keyrate.Rules) keyrate.Decision {
+func (m *Map[B]) Peek(key string, rs *rules.Rules) keyrate.Decision {
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision()
 	}
@@ -179,7 +181,7 @@ func (m *Map[B]) Peek(key string, rs *keyrate.Rules) keyrate.Decision {
 }
 
 // PeekKey is keyrate.Limiter's Peek: Peek under key's policy (see
-// keyrate.Policies.ForKey). For a key whose policy the store lacks (a
+// rules.Policies.ForKey). For a key whose policy the store lacks (a
 // WithPolicyFunc naming an unknown one) it reports the zero Decision: not
 // allowed, as Allow would answer.
 func (m *Map[B]) PeekKey(key string) keyrate.Decision {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 func TestBookCap(t *testing.T) {
@@ -110,7 +111,7 @@ func TestBackground(t *testing.T) {
 }
 
 // hookBucket is a mutex bucket whose Evict runs a function after it has
-// marked the bucket keyrate.Tombstone and before it returns: the window
+// marked the bucket rules.Tombstone and before it returns: the window
 // in which a sweep has marked a bucket and not yet dropped it.
 type hookBucket struct {
 	mu      sync.Mutex
@@ -118,7 +119,7 @@ type hookBucket struct {
 	onEvict func()
 }
 
-func (b *hookBucket) Rules() *keyrate.Rules { return b.b.Rules }
+func (b *hookBucket) Rules() *rules.Rules { return b.b.Rules }
 
 func (b *hookBucket) Evict(t time.Duration, floor *Floor) bool {
 	b.mu.Lock()
@@ -126,7 +127,7 @@ func (b *hookBucket) Evict(t time.Duration, floor *Floor) bool {
 		b.mu.Unlock()
 		return false
 	}
-	b.b.First = keyrate.Tombstone
+	b.b.First = rules.Tombstone
 	f := b.onEvict
 	b.onEvict = nil
 	b.mu.Unlock()
@@ -139,14 +140,14 @@ func (b *hookBucket) Evict(t time.Duration, floor *Floor) bool {
 func (b *hookBucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *Floor) (s States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == keyrate.Tombstone {
+	if b.b.First == rules.Tombstone {
 		return s, t, 0, true
 	}
 	t, denied = b.b.Spend(t, cost, wait, floor, s[:b.b.Rules.Len()])
 	return s, t, denied, false
 }
 
-func (b *hookBucket) Cancel(end keyrate.State, slot time.Duration, cost int) bool {
+func (b *hookBucket) Cancel(end rules.State, slot time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Cancel(end, b.b.Rules.Now(), slot, cost)
@@ -156,27 +157,27 @@ func (b *hookBucket) Refund(t time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.b.Refund(t, cost)
-	return b.b.First == keyrate.Tombstone
+	return b.b.First == rules.Tombstone
 }
 
 func (b *hookBucket) Retire() (s States, fresh, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == keyrate.Tombstone {
+	if b.b.First == rules.Tombstone {
 		return s, false, false
 	}
 	fresh = b.b.First == Fresh
 	if !fresh {
 		b.b.Load(s[:b.b.Rules.Len()])
 	}
-	b.b.First = keyrate.Tombstone
+	b.b.First = rules.Tombstone
 	return s, fresh, true
 }
 
 func (b *hookBucket) Swept() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.First == keyrate.Tombstone
+	return b.b.First == rules.Tombstone
 }
 
 func (b *hookBucket) States() (s States, live bool) {
@@ -202,8 +203,8 @@ func TestFullStoreMarkedNotDropped(t *testing.T) {
 				opts = append(opts, keyrate.WithHashedKeys())
 			}
 			var m Map[*hookBucket]
-			var pols *keyrate.Policies
-			if err := m.Init(&pols, keyrate.PerSecond(10), opts, func(rs *keyrate.Rules, s []keyrate.State) *hookBucket {
+			var pols *rules.Policies
+			if err := m.Init(&pols, keyrate.PerSecond(10), opts, func(rs *rules.Rules, s []rules.State) *hookBucket {
 				return &hookBucket{b: NewBlock(rs, s)}
 			}); err != nil {
 				t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/rules"
+	"github.com/keyrate/keyrate/internal/tick"
 )
 
 // This file is keyrate.WaitLimiter's front, which every in-process store
@@ -18,22 +20,22 @@ import (
 // out of its API), which is then the Canceler of the Reservations it
 // makes.
 type Reserver interface {
-	keyrate.Canceler
+	rules.Canceler
 	// ReserveOne is the store's fast path: for a known key under rs, a
 	// policy of one window, whose bucket is live, it reserves cost within
-	// wait (keyrate.Rule.Reserve) and returns the state after the call,
+	// wait (rules.Rule.Reserve) and returns the state after the call,
 	// the reading it was decided at and whether it reserved; for any
 	// other key it reports a miss (hit false) and does nothing.
-	ReserveOne(key string, rs *keyrate.Rules, cost int, wait time.Duration) (state keyrate.State, t time.Duration, ok, hit bool)
+	ReserveOne(key string, rs *rules.Rules, cost int, wait time.Duration) (state rules.State, t time.Duration, ok, hit bool)
 	// ReserveRare is the store's slow path, after ReserveOne missed:
 	// Reserve under rs, a policy with windows, inserting or carrying the
 	// key's bucket as a spend does.
-	ReserveRare(key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error)
+	ReserveRare(key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error)
 }
 
 // Reserve is keyrate.WaitLimiter's Reserve for a store with policies pols
 // and reservations f.
-func Reserve(pols *keyrate.Policies, f Reserver, key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+func Reserve(pols *rules.Policies, f Reserver, key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
 	rs, err := rulesFor(pols, key)
 	if err != nil {
 		return keyrate.Reservation{}, err
@@ -42,7 +44,7 @@ func Reserve(pols *keyrate.Policies, f Reserver, key string, cost int, maxWait t
 }
 
 // ReserveTier is keyrate.WaitLimiter's ReserveTier (see Reserve).
-func ReserveTier(pols *keyrate.Policies, f Reserver, key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+func ReserveTier(pols *rules.Policies, f Reserver, key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
 	rs, err := pols.Rules(tier)
 	if err != nil {
 		return keyrate.Reservation{}, err
@@ -51,8 +53,8 @@ func ReserveTier(pols *keyrate.Policies, f Reserver, key string, tier keyrate.Ti
 }
 
 // Wait is keyrate.WaitLimiter's Wait (see Reserve).
-func Wait(ctx context.Context, pols *keyrate.Policies, f Reserver, key string, cost int) error {
-	budget, err := keyrate.WaitBudget(ctx)
+func Wait(ctx context.Context, pols *rules.Policies, f Reserver, key string, cost int) error {
+	budget, err := tick.WaitBudget(ctx)
 	if err != nil {
 		return err
 	}
@@ -64,8 +66,8 @@ func Wait(ctx context.Context, pols *keyrate.Policies, f Reserver, key string, c
 }
 
 // WaitTier is keyrate.WaitLimiter's WaitTier (see Reserve).
-func WaitTier(ctx context.Context, pols *keyrate.Policies, f Reserver, key string, tier keyrate.Tier, cost int) error {
-	budget, err := keyrate.WaitBudget(ctx)
+func WaitTier(ctx context.Context, pols *rules.Policies, f Reserver, key string, tier keyrate.Tier, cost int) error {
+	budget, err := tick.WaitBudget(ctx)
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func WaitTier(ctx context.Context, pols *keyrate.Policies, f Reserver, key strin
 
 // rulesFor is key's policy: the default unless WithPolicyFunc chooses,
 // with no call when it cannot.
-func rulesFor(pols *keyrate.Policies, key string) (*keyrate.Rules, error) {
+func rulesFor(pols *rules.Policies, key string) (*rules.Rules, error) {
 	if !pols.HasFunc() {
 		return pols.Default(), nil
 	}
@@ -86,7 +88,7 @@ func rulesFor(pols *keyrate.Policies, key string) (*keyrate.Rules, error) {
 }
 
 // reserve is Reserve under rs.
-func reserve(f Reserver, key string, rs *keyrate.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+func reserve(f Reserver, key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Reservation{}, err
 	}
@@ -94,7 +96,7 @@ func reserve(f Reserver, key string, rs *keyrate.Rules, cost int, wait time.Dura
 		return rs.Reserved(f, key, nil, 0, cost, wait, -1), nil
 	}
 	if state, t, ok, hit := f.ReserveOne(key, rs, cost, wait); hit {
-		st := [1]keyrate.State{state}
+		st := [1]rules.State{state}
 		return rs.Reserved(f, key, st[:], t, cost, wait, Denied(ok)), nil
 	}
 	return f.ReserveRare(key, rs, cost, wait)
@@ -102,7 +104,7 @@ func reserve(f Reserver, key string, rs *keyrate.Rules, cost int, wait time.Dura
 
 // wait is Wait under rs, with the wait ctx allows. A known key whose
 // tokens are there returns from the fast path, building no Reservation.
-func wait(ctx context.Context, f Reserver, key string, rs *keyrate.Rules, cost int, wait time.Duration) error {
+func wait(ctx context.Context, f Reserver, key string, rs *rules.Rules, cost int, wait time.Duration) error {
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
@@ -110,7 +112,7 @@ func wait(ctx context.Context, f Reserver, key string, rs *keyrate.Rules, cost i
 		if r := rs.Rule(0); ok && !r.Waits(state, r.Ticks(t)) {
 			return nil
 		}
-		st := [1]keyrate.State{state}
+		st := [1]rules.State{state}
 		return rs.Reserved(f, key, st[:], t, cost, wait, Denied(ok)).Wait(ctx)
 	}
 	r, err := f.ReserveRare(key, rs, cost, wait)

@@ -1,4 +1,4 @@
-package keyrate
+package rules
 
 import (
 	"errors"
@@ -7,38 +7,39 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 )
 
 func TestCompile(t *testing.T) {
 	for _, c := range []struct {
-		limit        Limit
+		limit        keyrate.Limit
 		scale, ticks uint64 // ticks per ns, ticks per token
 		exact        bool
 		errHas       string // non-empty: want ErrInvalidLimit with this text
 	}{
-		{limit: PerSecond(10), scale: 1, ticks: 100_000_000, exact: true},
-		{limit: PerMinute(3), scale: 1, ticks: 20_000_000_000, exact: true},
-		{limit: Every(2 * time.Second), scale: 1, ticks: 2_000_000_000, exact: true},
-		{limit: Limit{Rate: 3, Per: 10 * time.Second, Burst: 3}, scale: 3, ticks: 10_000_000_000, exact: true},
-		{limit: PerSecond(7), scale: 7, ticks: 1_000_000_000, exact: true},
-		{limit: PerSecond(3_000_000), scale: 3, ticks: 1000, exact: true},
-		{limit: PerSecond(1_000_000_000), scale: 1, ticks: 1, exact: true},
+		{limit: keyrate.PerSecond(10), scale: 1, ticks: 100_000_000, exact: true},
+		{limit: keyrate.PerMinute(3), scale: 1, ticks: 20_000_000_000, exact: true},
+		{limit: keyrate.Every(2 * time.Second), scale: 1, ticks: 2_000_000_000, exact: true},
+		{limit: keyrate.Limit{Rate: 3, Per: 10 * time.Second, Burst: 3}, scale: 3, ticks: 10_000_000_000, exact: true},
+		{limit: keyrate.PerSecond(7), scale: 7, ticks: 1_000_000_000, exact: true},
+		{limit: keyrate.PerSecond(3_000_000), scale: 3, ticks: 1000, exact: true},
+		{limit: keyrate.PerSecond(1_000_000_000), scale: 1, ticks: 1, exact: true},
 		// 999983 is prime: the exact scale would be 999983. Coarse: k=1 rounds
 		// 1000.017 ticks up to 1001 (0.098% lost), too much; k=6 rounds 6000.10
 		// up to 6001 (0.015%), still too much; k=9 rounds 9000.15 up to 9001
 		// (0.0094%).
-		{limit: PerSecond(999_983), scale: 9, ticks: 9001, exact: false},
-		{limit: PerHour(1).WithBurst(1_000_000), scale: 1, ticks: 3_600_000_000_000, exact: true},
-		{limit: Limit{Rate: 0, Per: time.Second, Burst: 1}, errHas: "Rate 0 is below 1"},
-		{limit: Limit{Rate: 1, Per: 0, Burst: 1}, errHas: "Per 0s is below 1ns"},
-		{limit: Limit{Rate: 1, Per: time.Second, Burst: 0}, errHas: "Burst 0 is below 1"},
-		{limit: Limit{Rate: 999_999_937, Per: time.Second, Burst: 1}, errHas: "is too fast"},
-		{limit: Every(24 * time.Hour).WithBurst(1 << 30), errHas: "the most is 53375"},
+		{limit: keyrate.PerSecond(999_983), scale: 9, ticks: 9001, exact: false},
+		{limit: keyrate.PerHour(1).WithBurst(1_000_000), scale: 1, ticks: 3_600_000_000_000, exact: true},
+		{limit: keyrate.Limit{Rate: 0, Per: time.Second, Burst: 1}, errHas: "Rate 0 is below 1"},
+		{limit: keyrate.Limit{Rate: 1, Per: 0, Burst: 1}, errHas: "Per 0s is below 1ns"},
+		{limit: keyrate.Limit{Rate: 1, Per: time.Second, Burst: 0}, errHas: "Burst 0 is below 1"},
+		{limit: keyrate.Limit{Rate: 999_999_937, Per: time.Second, Burst: 1}, errHas: "is too fast"},
+		{limit: keyrate.Every(24 * time.Hour).WithBurst(1 << 30), errHas: "the most is 53375"},
 	} {
 		p, err := compile(c.limit)
 		if c.errHas != "" {
-			if !errors.Is(err, ErrInvalidLimit) || !strings.Contains(err.Error(), c.errHas) {
+			if !errors.Is(err, keyrate.ErrInvalidLimit) || !strings.Contains(err.Error(), c.errHas) {
 				t.Errorf("compile(%v) error = %v, want ErrInvalidLimit containing %q", c.limit, err, c.errHas)
 			}
 			continue
@@ -56,16 +57,16 @@ func TestCompile(t *testing.T) {
 
 func TestLimitConstructors(t *testing.T) {
 	for _, c := range []struct {
-		got  Limit
-		want Limit
+		got  keyrate.Limit
+		want keyrate.Limit
 		str  string
 	}{
-		{PerSecond(5), Limit{5, time.Second, 5, TokenBucket}, "5 per 1s, burst 5"},
-		{PerMinute(3), Limit{3, time.Minute, 3, TokenBucket}, "3 per 1m0s, burst 3"},
-		{PerHour(100).WithBurst(10), Limit{100, time.Hour, 10, TokenBucket}, "100 per 1h0m0s, burst 10"},
-		{Every(250 * time.Millisecond), Limit{1, 250 * time.Millisecond, 1, TokenBucket}, "1 per 250ms, burst 1"},
-		{PerHour(100).WithBurst(10).Using(FixedWindow), Limit{100, time.Hour, 100, FixedWindow}, "100 per 1h0m0s, fixed-window"},
-		{PerMinute(7).Using(SlidingWindow), Limit{7, time.Minute, 7, SlidingWindow}, "7 per 1m0s, sliding-window"},
+		{keyrate.PerSecond(5), keyrate.Limit{Rate: 5, Per: time.Second, Burst: 5, Algorithm: keyrate.TokenBucket}, "5 per 1s, burst 5"},
+		{keyrate.PerMinute(3), keyrate.Limit{Rate: 3, Per: time.Minute, Burst: 3, Algorithm: keyrate.TokenBucket}, "3 per 1m0s, burst 3"},
+		{keyrate.PerHour(100).WithBurst(10), keyrate.Limit{Rate: 100, Per: time.Hour, Burst: 10, Algorithm: keyrate.TokenBucket}, "100 per 1h0m0s, burst 10"},
+		{keyrate.Every(250 * time.Millisecond), keyrate.Limit{Rate: 1, Per: 250 * time.Millisecond, Burst: 1, Algorithm: keyrate.TokenBucket}, "1 per 250ms, burst 1"},
+		{keyrate.PerHour(100).WithBurst(10).Using(keyrate.FixedWindow), keyrate.Limit{Rate: 100, Per: time.Hour, Burst: 100, Algorithm: keyrate.FixedWindow}, "100 per 1h0m0s, fixed-window"},
+		{keyrate.PerMinute(7).Using(keyrate.SlidingWindow), keyrate.Limit{Rate: 7, Per: time.Minute, Burst: 7, Algorithm: keyrate.SlidingWindow}, "7 per 1m0s, sliding-window"},
 	} {
 		if c.got != c.want || c.got.String() != c.str {
 			t.Errorf("got %+v %q, want %+v %q", c.got, c.got.String(), c.want, c.str)
@@ -74,17 +75,17 @@ func TestLimitConstructors(t *testing.T) {
 			t.Errorf("%v.Validate() = %v", c.got, err)
 		}
 	}
-	if got := PerMinute(3).FillTime(); got != time.Minute {
+	if got := keyrate.PerMinute(3).FillTime(); got != time.Minute {
 		t.Errorf("PerMinute(3).FillTime() = %v, want 1m", got)
 	}
-	if got := (Limit{}).FillTime(); got != 0 {
+	if got := (keyrate.Limit{}).FillTime(); got != 0 {
 		t.Errorf("Limit{}.FillTime() = %v, want 0", got)
 	}
 }
 
 // TestTake walks the transition through a table, x/time/rate style.
 func TestTake(t *testing.T) {
-	p, err := NewRule(PerSecond(2), clock.NewManual(0)) // a token every 500ms, burst 2
+	p, err := NewRule(keyrate.PerSecond(2), clock.NewManual(0)) // a token every 500ms, burst 2
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestTake(t *testing.T) {
 
 func TestTicksClamp(t *testing.T) {
 	clk := clock.NewManual(time.Hour)
-	p, err := NewRule(PerSecond(7), clk) // scale 7
+	p, err := NewRule(keyrate.PerSecond(7), clk) // scale 7
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestTicksClamp(t *testing.T) {
 }
 
 func TestCheckCost(t *testing.T) {
-	p, _ := compile(PerSecond(5))
+	p, _ := compile(keyrate.PerSecond(5))
 	for _, c := range []struct {
 		cost int
 		want error
@@ -147,8 +148,8 @@ func TestCheckCost(t *testing.T) {
 	}{
 		{1, nil, ""},
 		{5, nil, ""},
-		{0, ErrInvalidCost, "keyrate: invalid cost: cost 0 is below 1"},
-		{6, ErrCostExceedsBurst, "keyrate: cost exceeds burst: cost 6 is above the burst of 5"},
+		{0, keyrate.ErrInvalidCost, "keyrate: invalid cost: cost 0 is below 1"},
+		{6, keyrate.ErrCostExceedsBurst, "keyrate: cost exceeds burst: cost 6 is above the burst of 5"},
 	} {
 		err := p.CheckCost(c.cost)
 		if !errors.Is(err, c.want) || (err != nil && err.Error() != c.msg) {
@@ -167,10 +168,10 @@ func FuzzLimitValidate(f *testing.F) {
 	f.Add(0, int64(-1), -1)
 	f.Add(math.MaxInt, int64(math.MaxInt64), math.MaxInt)
 	f.Fuzz(func(t *testing.T, rate int, per int64, burst int) {
-		l := Limit{Rate: rate, Per: time.Duration(per), Burst: burst}
+		l := keyrate.Limit{Rate: rate, Per: time.Duration(per), Burst: burst}
 		p, err := compile(l)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidLimit) {
+			if !errors.Is(err, keyrate.ErrInvalidLimit) {
 				t.Fatalf("compile(%v) error %v does not wrap ErrInvalidLimit", l, err)
 			}
 			if l.Validate() == nil {
@@ -181,7 +182,7 @@ func FuzzLimitValidate(f *testing.F) {
 		if rate < 1 || per < 1 || burst < 1 {
 			t.Fatalf("compile accepted %v", l)
 		}
-		if p.scale < 1 || p.scale > MaxScale || p.interval < 1 || p.fill > maxTicks || p.fill != uint64(burst)*p.interval {
+		if p.scale < 1 || p.scale > keyrate.MaxScale || p.interval < 1 || p.fill > maxTicks || p.fill != uint64(burst)*p.interval {
 			t.Fatalf("compile(%v) = scale %d interval %d fill %d: out of bounds", l, p.scale, p.interval, p.fill)
 		}
 		// interval·rate against per·scale, in float64 with margin for a relative check.
@@ -190,7 +191,7 @@ func FuzzLimitValidate(f *testing.F) {
 		if p.exact && math.Abs(got-want) > want*1e-12 {
 			t.Fatalf("%v exact, but interval %v ticks != %v", l, got, want)
 		}
-		if got < want*(1-1e-12) || got > want*(1+1.0/coarseError)*(1+1e-12) {
+		if got < want*(1-1e-12) || got > want*(1+1.0/10_000)*(1+1e-12) {
 			t.Fatalf("%v: interval %v ticks, true %v: rounded the wrong way or by more than 0.01%%", l, got, want)
 		}
 	})
@@ -204,7 +205,7 @@ func FuzzStateRoundTrip(f *testing.F) {
 	f.Add(7, int64(time.Second), 1_000_000, uint64(maxTicks), 500_000, 999_999)
 	f.Add(1, int64(time.Hour), 1, uint64(12345), 0, 1)
 	f.Fuzz(func(t *testing.T, rate int, per int64, burst int, now uint64, tokens, cost int) {
-		p, err := compile(Limit{Rate: rate, Per: time.Duration(per), Burst: burst})
+		p, err := compile(keyrate.Limit{Rate: rate, Per: time.Duration(per), Burst: burst})
 		if err != nil {
 			return
 		}
@@ -248,11 +249,11 @@ func FuzzStateRoundTrip(f *testing.F) {
 
 func TestRange(t *testing.T) {
 	for _, c := range []struct {
-		limit Limit
+		limit keyrate.Limit
 		want  time.Duration
 	}{
-		{PerSecond(10), maxTicks},
-		{PerSecond(7), maxTicks / 7},
+		{keyrate.PerSecond(10), maxTicks},
+		{keyrate.PerSecond(7), maxTicks / 7},
 	} {
 		p, err := NewRule(c.limit, nil)
 		if err != nil || p.Range() != c.want {
@@ -267,7 +268,7 @@ func TestRange(t *testing.T) {
 // nanosecond. Decide and Peek saturate at the longest duration rather
 // than wrap to a negative one.
 func TestDurationsNeverNegative(t *testing.T) {
-	limit := Limit{Rate: 1, Per: 1 << 62, Burst: 1}
+	limit := keyrate.Limit{Rate: 1, Per: 1 << 62, Burst: 1}
 	clk := clock.NewManual(0)
 	p, err := NewRule(limit, clk)
 	if err != nil {
@@ -281,7 +282,7 @@ func TestDurationsNeverNegative(t *testing.T) {
 	}
 	clk.Set(0)
 	now := p.Now()
-	for name, d := range map[string]Decision{
+	for name, d := range map[string]keyrate.Decision{
 		"Decide(denied)":  p.Decide(s, now, 1, false),
 		"Decide(allowed)": p.Decide(s, now, 1, true),
 		"Peek":            p.Peek(s, now),

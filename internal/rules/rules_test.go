@@ -1,4 +1,4 @@
-package keyrate_test
+package rules_test
 
 import (
 	"fmt"
@@ -13,9 +13,10 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/racetest"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
-// This file checks keyrate.Rules, the all-or-nothing transition over a
+// This file checks rules.Rules, the all-or-nothing transition over a
 // policy's windows, against a reference written from the documentation
 // alone: an ideal token bucket per window in exact rational arithmetic
 // (math/big.Rat), with no ticks, no packed state and no scale.
@@ -69,7 +70,7 @@ func ceilRat(r *big.Rat) *big.Int {
 // Burst is below the debt it carried.
 type refWindow struct {
 	limit  keyrate.Limit
-	rule   *keyrate.Rule // the implementation's window: for Exact and Scale
+	rule   *rules.Rule // the implementation's window: for Exact and Scale
 	tokens *big.Rat
 	// exact is true while the implementation must hold exactly tokens:
 	// the window's rule is exact, and so was every rule the window was
@@ -78,7 +79,7 @@ type refWindow struct {
 	exact bool
 }
 
-func newRefWindow(l keyrate.Limit, r *keyrate.Rule) *refWindow {
+func newRefWindow(l keyrate.Limit, r *rules.Rule) *refWindow {
 	return &refWindow{limit: l, rule: r, tokens: ratInt(int64(l.Burst)), exact: r.Exact()}
 }
 
@@ -167,7 +168,7 @@ type refBucket struct {
 }
 
 // newRefBucket returns a full bucket under rs's policy at reading at.
-func newRefBucket(rs *keyrate.Rules, at time.Duration) *refBucket {
+func newRefBucket(rs *rules.Rules, at time.Duration) *refBucket {
 	b := &refBucket{policy: rs.Policy(), at: at}
 	for i, l := range b.policy.Limits {
 		b.w = append(b.w, newRefWindow(l, rs.Rule(i)))
@@ -239,7 +240,7 @@ func (b *refBucket) refund(cost int) {
 // carry moves the bucket to rs's policy: window i lacks the tokens the old
 // window i lacked, uncapped (so a full window stays full); a window the old
 // policy lacked starts full, and one rs lacks is forgotten.
-func (b *refBucket) carry(rs *keyrate.Rules) {
+func (b *refBucket) carry(rs *rules.Rules) {
 	nb := newRefBucket(rs, b.at)
 	for i, w := range nb.w {
 		if i < len(b.w) {
@@ -259,7 +260,7 @@ func fmtDecision(d keyrate.Decision) string {
 // t, exactly (negative while it owes), and whether it is full, from the
 // documented encoding: s is the tick at which the window is next full, and
 // it lacks a token for every ruleInterval ticks before that.
-func held(rule *keyrate.Rule, s keyrate.State, t time.Duration) (*big.Rat, bool) {
+func held(rule *rules.Rule, s rules.State, t time.Duration) (*big.Rat, bool) {
 	now := rule.Ticks(t)
 	burst := rule.Limit().Burst
 	if rule.Full(s, now) {
@@ -271,13 +272,13 @@ func held(rule *keyrate.Rule, s keyrate.State, t time.Duration) (*big.Rat, bool)
 
 // ruleInterval returns rule's ticks per token, Encode(Burst−1, 0): the
 // state of a window one token short at tick 0.
-func ruleInterval(rule *keyrate.Rule) uint64 { return uint64(rule.Encode(rule.Limit().Burst-1, 0)) }
+func ruleInterval(rule *rules.Rule) uint64 { return uint64(rule.Encode(rule.Limit().Burst-1, 0)) }
 
 // carried returns the tokens a window of rule holds after a carry from a
 // window of Burst burst0 that held old: it lacks what that window lacked
 // (burst0 − old tokens, its debt), rounded up to a whole tick of rule and
 // not capped at its Burst (Rule.Carry's cap at 2^62 ticks aside).
-func carried(rule *keyrate.Rule, old *big.Rat, burst0 int) *big.Rat {
+func carried(rule *rules.Rule, old *big.Rat, burst0 int) *big.Rat {
 	debt := new(big.Rat).Sub(ratInt(int64(burst0)), old)
 	interval := new(big.Rat).SetInt(new(big.Int).SetUint64(ruleInterval(rule)))
 	ticks := ceilRat(debt.Mul(debt, interval))
@@ -323,7 +324,7 @@ func genLimit(src *byteSource) keyrate.Limit {
 	if b%4 == 0 {
 		l.Burst = rate
 	}
-	if r, err := keyrate.NewRule(l, nil); err != nil || (!r.Exact() && b%8 >= 3) {
+	if r, err := rules.NewRule(l, nil); err != nil || (!r.Exact() && b%8 >= 3) {
 		// Mostly exact rules, which the reference compares exactly: a
 		// rate of at most MaxScale is exact whatever the period.
 		l.Rate = 1 + rate%keyrate.MaxScale
@@ -352,7 +353,7 @@ func genPolicy(src *byteSource, name string) keyrate.Policy {
 }
 
 // minBurst returns the smallest Burst of rs's windows, 5 if it has none.
-func minBurst(rs *keyrate.Rules) int {
+func minBurst(rs *rules.Rules) int {
 	if rs.Unlimited() {
 		return 5
 	}
@@ -372,15 +373,15 @@ type refStats struct {
 	owingCarries                      int // windows carried over owing tokens
 }
 
-// refRun drives one key's states under keyrate.Rules and the reference
+// refRun drives one key's states under rules.Rules and the reference
 // bucket through the same operations, on a manual clock.
 type refRun struct {
 	t     testing.TB
 	clk   *clock.Manual
 	start time.Duration // the clock's first reading, the epoch of pool
-	pool  []*keyrate.Rules
-	rs    *keyrate.Rules
-	s     []keyrate.State
+	pool  []*rules.Rules
+	rs    *rules.Rules
+	s     []rules.State
 	ref   *refBucket
 	log   []string // the operations so far, for failure messages
 	stats refStats
@@ -394,7 +395,7 @@ func (r *refRun) fatalf(format string, args ...any) {
 }
 
 // runReference decodes a pool of policies and a sequence of operations
-// from data and applies them to keyrate.Rules and to the reference,
+// from data and applies them to rules.Rules and to the reference,
 // comparing after every operation. It returns what the run exercised.
 func runReference(t testing.TB, data []byte) refStats {
 	t.Helper()
@@ -405,14 +406,14 @@ func runReference(t testing.TB, data []byte) refStats {
 	for i := range 1 + src.intn(4) {
 		// Every Rules of the pool is compiled at the same reading, so
 		// that they share an epoch (as a store's do) and Carry applies.
-		rs, err := keyrate.NewRules(genPolicy(src, fmt.Sprint("p", i)), clk)
+		rs, err := rules.NewRules(genPolicy(src, fmt.Sprint("p", i)), clk)
 		if err != nil {
 			t.Fatalf("NewRules: %v", err)
 		}
 		r.pool = append(r.pool, rs)
 	}
 	r.rs = r.pool[0]
-	r.s = make([]keyrate.State, r.rs.Len())
+	r.s = make([]rules.State, r.rs.Len())
 	r.ref = newRefBucket(r.rs, clk.Now())
 	r.log = append(r.log, fmt.Sprintf("start under %v", r.rs.Policy()))
 	for len(src.data) > 0 {
@@ -469,7 +470,7 @@ func (r *refRun) advance(d time.Duration) {
 	r.ref.advance(r.clk.Advance(d))
 }
 
-// take spends cost under keyrate.Rules and the reference. Where every
+// take spends cost under rules.Rules and the reference. Where every
 // window is compared exactly (refWindow.exact) the Decisions must be
 // equal; otherwise the reference follows the implementation's decision,
 // which must not admit what the reference denies, and must agree with it
@@ -573,11 +574,11 @@ func (r *refRun) peek() {
 	r.checkBound("Peek", got, want, denied)
 }
 
-func (r *refRun) carry(to *keyrate.Rules) {
+func (r *refRun) carry(to *rules.Rules) {
 	r.log = append(r.log, fmt.Sprintf("Carry to %v", to.Policy()))
 	r.stats.carries++
 	t := r.clk.Now()
-	into := make([]keyrate.State, to.Len())
+	into := make([]rules.State, to.Len())
 	to.Carry(r.rs, r.s, t, into)
 	r.ref.carry(to)
 	for i := range to.Len() {
@@ -664,7 +665,7 @@ func randomBytes(seed uint64, n int) []byte {
 }
 
 // TestRulesReference replays random operations (spends, refunds, peeks,
-// time steps and policy changes carrying the state over) on keyrate.Rules
+// time steps and policy changes carrying the state over) on rules.Rules
 // and on the exact reference, comparing every Decision field after every
 // operation wherever the implementation is exact (see the file comment).
 func TestRulesReference(t *testing.T) {
@@ -725,7 +726,7 @@ func TestRulesBound(t *testing.T) {
 			p.Limits = append(p.Limits, genLimit(src))
 		}
 		clk := clock.NewManual(time.Duration(rng.Int64N(int64(time.Hour))))
-		rs, err := keyrate.NewRules(p, clk)
+		rs, err := rules.NewRules(p, clk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -739,7 +740,7 @@ func TestRulesBound(t *testing.T) {
 		}
 		var events []event
 		var spent []int // the costs admitted and not refunded
-		s := make([]keyrate.State, rs.Len())
+		s := make([]rules.State, rs.Len())
 		denied := 0
 		for range ops {
 			switch x := rng.IntN(100); {
@@ -847,16 +848,16 @@ func runSteps(t *testing.T, policies []keyrate.Policy, steps []rulesStep) {
 	t.Helper()
 	const epoch = 3 * time.Hour
 	clk := clock.NewManual(epoch)
-	var pool []*keyrate.Rules
+	var pool []*rules.Rules
 	for _, p := range policies {
-		rs, err := keyrate.NewRules(p, clk)
+		rs, err := rules.NewRules(p, clk)
 		if err != nil {
 			t.Fatalf("NewRules(%v): %v", p, err)
 		}
 		pool = append(pool, rs)
 	}
 	rs := pool[0]
-	s := make([]keyrate.State, rs.Len())
+	s := make([]rules.State, rs.Len())
 	last := time.Duration(0)
 	for i, st := range steps {
 		if st.at < last {
@@ -875,7 +876,7 @@ func runSteps(t *testing.T, policies []keyrate.Policy, steps []rulesStep) {
 		case opPeek:
 			got = rs.Peek(s, now)
 		case opCarry:
-			into := make([]keyrate.State, pool[st.to].Len())
+			into := make([]rules.State, pool[st.to].Len())
 			pool[st.to].Carry(rs, s, now, into)
 			rs, s = pool[st.to], into
 			got = rs.Peek(s, now)
@@ -960,14 +961,14 @@ func TestRulesRefundSteps(t *testing.T) {
 // nothing in between, leave every window's state as it was.
 func TestRulesRefundRestoresStates(t *testing.T) {
 	clk := clock.NewManual(time.Hour)
-	rs, err := keyrate.NewRules(keyrate.Policy{Name: "p", Limits: []keyrate.Limit{
+	rs, err := rules.NewRules(keyrate.Policy{Name: "p", Limits: []keyrate.Limit{
 		keyrate.PerSecond(7), keyrate.PerMinute(20), {Rate: 17, Per: time.Second, Burst: 9}, // scale 7, 1, coarse
 	}}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
-	s := make([]keyrate.State, rs.Len())
+	s := make([]rules.State, rs.Len())
 	for i := range 2000 {
 		clk.Advance(time.Duration(rng.Int64N(int64(200 * ms))))
 		now := clk.Now()
@@ -1108,9 +1109,9 @@ func TestRulesCarryRounding(t *testing.T) {
 		keyrate.PerMinute(100), {Rate: 3, Per: 10 * time.Second, Burst: 5}, keyrate.PerHour(13).WithBurst(2),
 	}
 	clk := clock.NewManual(time.Hour)
-	var pool []*keyrate.Rules
+	var pool []*rules.Rules
 	for i, l := range limits {
-		rs, err := keyrate.NewRules(keyrate.Policy{Name: fmt.Sprint(i), Limits: []keyrate.Limit{l}}, clk)
+		rs, err := rules.NewRules(keyrate.Policy{Name: fmt.Sprint(i), Limits: []keyrate.Limit{l}}, clk)
 		if err != nil || !rs.Rule(0).Exact() {
 			t.Fatalf("NewRules(%v) = %v, exact %v", l, err, err == nil && rs.Rule(0).Exact())
 		}
@@ -1120,10 +1121,10 @@ func TestRulesCarryRounding(t *testing.T) {
 	// Take 1 of 3, and 1ns later the window lacks 1 less 3 billionths, a
 	// fraction of a nanosecond's tick at 10 a second: rounded up to 1, so
 	// that the window holds 9 of 10.
-	s := []keyrate.State{0}
+	s := []rules.State{0}
 	pool[0].Take(s, clk.Now(), 1)
 	clk.Advance(1)
-	into := []keyrate.State{0}
+	into := []rules.State{0}
 	pool[1].Carry(pool[0], s, clk.Now(), into)
 	if h, _ := held(pool[0].Rule(0), s[0], clk.Now()); h.Cmp(big.NewRat(2_000_000_003, 1_000_000_000)) != 0 {
 		t.Fatalf("PerSecond(3) after a take and 1ns holds %v, want 2 and 3/10^9", h.RatString())
@@ -1136,7 +1137,7 @@ func TestRulesCarryRounding(t *testing.T) {
 	rounded, owing := 0, 0
 	for i := range 5000 {
 		from, to := pool[rng.IntN(len(pool))], pool[rng.IntN(len(pool))]
-		s := []keyrate.State{0}
+		s := []rules.State{0}
 		clk.Advance(time.Duration(rng.Int64N(int64(time.Hour))))
 		for range 1 + rng.IntN(3) {
 			from.Take(s, clk.Now(), 1+rng.IntN(from.Rule(0).Limit().Burst))
@@ -1144,7 +1145,7 @@ func TestRulesCarryRounding(t *testing.T) {
 		}
 		now := clk.Now()
 		old, full := held(from.Rule(0), s[0], now)
-		into := []keyrate.State{0}
+		into := []rules.State{0}
 		to.Carry(from, s, now, into)
 		got, gotFull := held(to.Rule(0), into[0], now)
 		debt := new(big.Rat).Sub(ratInt(int64(from.Rule(0).Limit().Burst)), old)
@@ -1175,17 +1176,17 @@ func TestRulesCarryRounding(t *testing.T) {
 // window, is 2^62 ticks (146 years), not a wrapped state.
 func TestRulesCarryCap(t *testing.T) {
 	clk := clock.NewManual(time.Hour)
-	rules := func(l keyrate.Limit) *keyrate.Rules {
+	compile := func(l keyrate.Limit) *rules.Rules {
 		t.Helper()
-		rs, err := keyrate.NewRules(keyrate.Policy{Name: l.String(), Limits: []keyrate.Limit{l}}, clk)
+		rs, err := rules.NewRules(keyrate.Policy{Name: l.String(), Limits: []keyrate.Limit{l}}, clk)
 		if err != nil {
 			t.Fatalf("NewRules(%v): %v", l, err)
 		}
 		return rs
 	}
 	const cap62 = 1 << 62
-	fast := rules(keyrate.Limit{Rate: 1, Per: time.Nanosecond, Burst: cap62})
-	slow := rules(keyrate.PerSecond(1))
+	fast := compile(keyrate.Limit{Rate: 1, Per: time.Nanosecond, Burst: cap62})
+	slow := compile(keyrate.PerSecond(1))
 	if fast.Rule(0).Scale() != 1 || slow.Rule(0).Scale() != 1 {
 		t.Fatalf("scales %d and %d, want 1", fast.Rule(0).Scale(), slow.Rule(0).Scale())
 	}
@@ -1199,11 +1200,11 @@ func TestRulesCarryCap(t *testing.T) {
 		{cap62/int(time.Second) + 1, cap62},
 	} {
 		now := clk.Now()
-		s := []keyrate.State{0}
+		s := []rules.State{0}
 		if denied := fast.Take(s, now, c.cost); denied >= 0 {
 			t.Fatalf("Take(cost %d) from a full %v denied", c.cost, fast.Policy().Limits[0])
 		}
-		into := []keyrate.State{0}
+		into := []rules.State{0}
 		slow.Carry(fast, s, now, into)
 		r := slow.Rule(0)
 		if got := uint64(into[0]) - r.Ticks(now); uint64(into[0]) < r.Ticks(now) || got != c.ticks {
@@ -1256,21 +1257,21 @@ func TestRulesCarryMintsNothing(t *testing.T) {
 	run := func(name string, moves []move) bool {
 		t.Helper()
 		clk := clock.NewManual(time.Hour)
-		var pool []*keyrate.Rules
+		var pool []*rules.Rules
 		for _, p := range policies {
-			rs, err := keyrate.NewRules(p, clk)
+			rs, err := rules.NewRules(p, clk)
 			if err != nil {
 				t.Fatal(err)
 			}
 			pool = append(pool, rs)
 		}
 		start := clk.Now()
-		rs, s := pool[0], make([]keyrate.State, pool[0].Len())
+		rs, s := pool[0], make([]rules.State, pool[0].Len())
 		admitted := 0
 		var log []string
 		for _, m := range moves {
 			now := clk.Advance(m.step)
-			into := make([]keyrate.State, pool[m.to].Len())
+			into := make([]rules.State, pool[m.to].Len())
 			pool[m.to].Carry(rs, s, now, into)
 			rs, s = pool[m.to], into
 			n := rs.Peek(s, now).Remaining - m.spare

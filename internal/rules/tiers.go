@@ -1,4 +1,4 @@
-package keyrate
+package rules
 
 import (
 	"fmt"
@@ -6,34 +6,32 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/handle"
 )
 
-// Tier is a handle on one of a store's named policies, from the store's
-// Tier method: pass it with each request to choose the policy that
-// request is decided under (typically the client's plan, known after
-// authentication). Resolving it costs one atomic load, not a lookup by
-// name, and it follows the store's SetPolicy: a request made with it after
-// a change is decided under the new limits.
-//
-// The zero Tier is the store's default policy. A Tier is valid only for
-// the store that returned it.
-type Tier struct{ slot *tierSlot }
-
-// Name returns the name of the policy t stands for.
-func (t Tier) Name() string {
-	if t.slot == nil {
-		return DefaultPolicy
-	}
-	return t.slot.name
+// tierSlot holds the current version of one named policy. A Tier
+// points to its first field.
+type tierSlot struct {
+	handle.Slot // the policy's name
+	owner       *Policies
+	cur         atomic.Pointer[Rules]
 }
 
-// tierSlot holds the current version of one named policy.
-type tierSlot struct {
-	owner *Policies
-	name  string
-	cur   atomic.Pointer[Rules]
+// slotOf returns the slot t stands for: nil for the zero Tier. It is a
+// conversion, free on the request path (see internal/handle).
+func slotOf(t keyrate.Tier) *tierSlot {
+	return (*tierSlot)(unsafe.Pointer((*handle.Tier)(unsafe.Pointer(&t)).Slot))
+}
+
+// tierOf returns the Tier that stands for slot.
+func tierOf(slot *tierSlot) keyrate.Tier {
+	h := handle.Tier{Slot: &slot.Slot}
+	return *(*keyrate.Tier)(unsafe.Pointer(&h))
 }
 
 // Policies is a store's set of policies: the default one (from the Limit
@@ -73,7 +71,7 @@ func (ps *Policies) store(names map[string]*tierSlot) {
 func (ps *Policies) lookup(name string) *tierSlot {
 	if few := *ps.few.Load(); len(few) > 0 {
 		for _, slot := range few {
-			if slot.name == name {
+			if slot.Name == name {
 				return slot
 			}
 		}
@@ -87,7 +85,7 @@ func (ps *Policies) lookup(name string) *tierSlot {
 // for set.Clock. It returns an error wrapping ErrInvalidLimit for an
 // invalid limit, ErrInvalidPolicy for an invalid policy or two policies
 // with one name.
-func NewPolicies(limit Limit, set Settings) (*Policies, error) {
+func NewPolicies(limit keyrate.Limit, set config.Settings) (*Policies, error) {
 	c := set.Clock
 	if c == nil {
 		c = clock.System()
@@ -99,26 +97,26 @@ func NewPolicies(limit Limit, set Settings) (*Policies, error) {
 	names := make(map[string]*tierSlot, len(set.Policies)+1)
 	for _, p := range set.Policies {
 		if _, dup := names[p.Name]; dup {
-			return nil, fmt.Errorf("%w: two policies are named %q", ErrInvalidPolicy, p.Name)
+			return nil, fmt.Errorf("%w: two policies are named %q", keyrate.ErrInvalidPolicy, p.Name)
 		}
 		rs, err := compileRules(p, ps.clock, ps.epoch)
 		if err != nil {
 			return nil, err
 		}
-		slot := &tierSlot{owner: ps, name: p.Name}
+		slot := &tierSlot{Slot: handle.Slot{Name: p.Name}, owner: ps}
 		slot.cur.Store(rs)
 		names[p.Name] = slot
 	}
-	if names[DefaultPolicy] == nil {
-		rs, err := compileRules(Policy{Name: DefaultPolicy, Limits: []Limit{limit}}, ps.clock, ps.epoch)
+	if names[keyrate.DefaultPolicy] == nil {
+		rs, err := compileRules(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{limit}}, ps.clock, ps.epoch)
 		if err != nil {
 			return nil, err
 		}
-		slot := &tierSlot{owner: ps, name: DefaultPolicy}
+		slot := &tierSlot{Slot: handle.Slot{Name: keyrate.DefaultPolicy}, owner: ps}
 		slot.cur.Store(rs)
-		names[DefaultPolicy] = slot
+		names[keyrate.DefaultPolicy] = slot
 	}
-	ps.def = names[DefaultPolicy]
+	ps.def = names[keyrate.DefaultPolicy]
 	ps.store(names)
 	return ps, nil
 }
@@ -131,24 +129,25 @@ func (ps *Policies) Now() time.Duration { return ps.clock.Now() }
 
 // Tier returns a handle on the policy named name, or an error wrapping
 // ErrUnknownPolicy that names it.
-func (ps *Policies) Tier(name string) (Tier, error) {
+func (ps *Policies) Tier(name string) (keyrate.Tier, error) {
 	slot := ps.lookup(name)
 	if slot == nil {
-		return Tier{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, name)
+		return keyrate.Tier{}, fmt.Errorf("%w: %q", keyrate.ErrUnknownPolicy, name)
 	}
-	return Tier{slot}, nil
+	return tierOf(slot), nil
 }
 
 // Rules returns the current version of the policy t stands for, or an
 // error wrapping ErrUnknownPolicy if t came from another store.
-func (ps *Policies) Rules(t Tier) (*Rules, error) {
-	if t.slot == nil {
+func (ps *Policies) Rules(t keyrate.Tier) (*Rules, error) {
+	slot := slotOf(t)
+	if slot == nil {
 		return ps.def.cur.Load(), nil
 	}
-	if t.slot.owner != ps {
-		return nil, fmt.Errorf("%w: %q is a Tier of another store", ErrUnknownPolicy, t.slot.name)
+	if slot.owner != ps {
+		return nil, fmt.Errorf("%w: %q is a Tier of another store", keyrate.ErrUnknownPolicy, slot.Name)
 	}
-	return t.slot.cur.Load(), nil
+	return slot.cur.Load(), nil
 }
 
 // HasFunc reports whether the store has a WithPolicyFunc: without one,
@@ -170,7 +169,7 @@ func (ps *Policies) ForKey(key string) (*Rules, error) {
 	}
 	slot := ps.lookup(name)
 	if slot == nil {
-		return nil, fmt.Errorf("%w: %q, named by WithPolicyFunc for key %q", ErrUnknownPolicy, name, key)
+		return nil, fmt.Errorf("%w: %q, named by WithPolicyFunc for key %q", keyrate.ErrUnknownPolicy, name, key)
 	}
 	return slot.cur.Load(), nil
 }
@@ -179,7 +178,7 @@ func (ps *Policies) ForKey(key string) (*Rules, error) {
 // included), at once: requests that read the policy after Set returns are
 // decided under p. It returns an error wrapping ErrInvalidPolicy, and
 // changes nothing, if p is invalid.
-func (ps *Policies) Set(p Policy) error {
+func (ps *Policies) Set(p keyrate.Policy) error {
 	rs, err := compileRules(p, ps.clock, ps.epoch)
 	if err != nil {
 		return err
@@ -192,7 +191,7 @@ func (ps *Policies) Set(p Policy) error {
 		return nil
 	}
 	next := maps.Clone(names)
-	slot := &tierSlot{owner: ps, name: p.Name}
+	slot := &tierSlot{Slot: handle.Slot{Name: p.Name}, owner: ps}
 	slot.cur.Store(rs)
 	next[p.Name] = slot
 	ps.store(next)
@@ -200,9 +199,9 @@ func (ps *Policies) Set(p Policy) error {
 }
 
 // List returns the current version of every policy, in no set order.
-func (ps *Policies) List() []Policy {
+func (ps *Policies) List() []keyrate.Policy {
 	names := *ps.names.Load()
-	out := make([]Policy, 0, len(names))
+	out := make([]keyrate.Policy, 0, len(names))
 	for _, slot := range names {
 		out = append(out, slot.cur.Load().Policy())
 	}

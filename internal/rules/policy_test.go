@@ -1,4 +1,4 @@
-package keyrate_test
+package rules_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // checkErr fails t unless err wraps every one of want and its message
@@ -69,7 +70,7 @@ func TestPolicyValidate(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.policy.Validate()
-			_, errNew := keyrate.NewRules(c.policy, clock.NewManual(0))
+			_, errNew := rules.NewRules(c.policy, clock.NewManual(0))
 			if c.want == nil {
 				if err != nil || errNew != nil {
 					t.Errorf("%v: Validate() = %v, NewRules: %v; want nil", c.policy, err, errNew)
@@ -101,22 +102,22 @@ func TestPolicyString(t *testing.T) {
 // TestRulesCheckCost: a cost below 1, or above the smallest Burst of the
 // policy's windows, can never be allowed, and the error names it.
 func TestRulesCheckCost(t *testing.T) {
-	two, err := keyrate.NewRules(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{
+	two, err := rules.NewRules(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{
 		keyrate.PerMinute(100), keyrate.PerSecond(10).WithBurst(7), keyrate.PerHour(1000),
 	}}, clock.NewManual(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	one, err := keyrate.NewRules(keyrate.Policy{Name: "one", Limits: []keyrate.Limit{keyrate.PerSecond(5)}}, clock.NewManual(0))
+	one, err := rules.NewRules(keyrate.Policy{Name: "one", Limits: []keyrate.Limit{keyrate.PerSecond(5)}}, clock.NewManual(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	free, err := keyrate.NewRules(keyrate.Unlimited("free"), clock.NewManual(0))
+	free, err := rules.NewRules(keyrate.Unlimited("free"), clock.NewManual(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		rs   *keyrate.Rules
+		rs   *rules.Rules
 		cost int
 		want error
 		has  []string
@@ -149,7 +150,7 @@ func TestRulesCheckCost(t *testing.T) {
 // name.
 func TestRulesUnlimited(t *testing.T) {
 	clk := clock.NewManual(time.Hour)
-	rs, err := keyrate.NewRules(keyrate.Unlimited("free"), clk)
+	rs, err := rules.NewRules(keyrate.Unlimited("free"), clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestRulesUnlimited(t *testing.T) {
 		t.Errorf("Policy() = %v", p)
 	}
 	want := keyrate.Decision{Allowed: true, Policy: "free", Remaining: math.MaxInt}
-	var s []keyrate.State
+	var s []rules.State
 	for i, cost := range []int{1, 1000, math.MaxInt} {
 		t0 := clk.Now()
 		denied := rs.Take(s, t0, cost)
@@ -188,7 +189,7 @@ func TestRulesUnlimited(t *testing.T) {
 // limits, and Policy returns a copy.
 func TestRulesPolicyIsACopy(t *testing.T) {
 	limits := []keyrate.Limit{keyrate.PerSecond(10), keyrate.PerMinute(20)}
-	rs, err := keyrate.NewRules(keyrate.Policy{Name: "pro", Limits: limits}, clock.NewManual(0))
+	rs, err := rules.NewRules(keyrate.Policy{Name: "pro", Limits: limits}, clock.NewManual(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestRulesPolicyIsACopy(t *testing.T) {
 	if got := rs.Rule(1).Limit(); got != keyrate.PerMinute(20) {
 		t.Errorf("Rule(1).Limit() = %v, want 20 per minute", got)
 	}
-	d := rs.Peek(make([]keyrate.State, rs.Len()), 0)
+	d := rs.Peek(make([]rules.State, rs.Len()), 0)
 	if d.Limit != keyrate.PerSecond(10) || d.Policy != "pro" {
 		t.Errorf("Peek() = %s, want window 0's limit, 10 per second", fmtDecision(d))
 	}
@@ -212,7 +213,7 @@ func TestRulesPolicyIsACopy(t *testing.T) {
 // the epoch they were compiled at.
 func TestRulesNow(t *testing.T) {
 	clk := clock.NewManual(time.Hour)
-	rs, err := keyrate.NewRules(keyrate.Policy{Name: "p", Limits: []keyrate.Limit{keyrate.PerSecond(7), keyrate.PerSecond(10)}}, clk)
+	rs, err := rules.NewRules(keyrate.Policy{Name: "p", Limits: []keyrate.Limit{keyrate.PerSecond(7), keyrate.PerSecond(10)}}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package keyrate_test
+package rules_test
 
 import (
 	"fmt"
@@ -8,12 +8,13 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // reserveCase is a random policy of one to three windows, with states a
 // random number of tokens in debt (past Burst too, as a reservation
 // leaves them), compiled on a manual clock at epoch 0.
-func reserveCase(rng *rand.Rand) (*keyrate.Rules, []keyrate.State, *clock.Manual) {
+func reserveCase(rng *rand.Rand) (*rules.Rules, []rules.State, *clock.Manual) {
 	clk := clock.NewManual(0)
 	n := 1 + rng.IntN(3)
 	p := keyrate.Policy{Name: "p"}
@@ -24,16 +25,16 @@ func reserveCase(rng *rand.Rand) (*keyrate.Rules, []keyrate.State, *clock.Manual
 		}
 		p.Limits = append(p.Limits, l)
 	}
-	rs, err := keyrate.NewRules(p, clk)
+	rs, err := rules.NewRules(p, clk)
 	if err != nil {
 		panic(err)
 	}
 	clk.Set(time.Duration(rng.IntN(10_000)) * time.Millisecond)
-	s := make([]keyrate.State, n)
+	s := make([]rules.State, n)
 	for i := range s {
 		r := rs.Rule(i)
 		debt := uint64(rng.IntN(3*r.Limit().Burst)) * uint64(r.Limit().Per) * r.Scale() / uint64(r.Limit().Rate)
-		s[i] = keyrate.State(r.Ticks(clk.Now()) + debt)
+		s[i] = rules.State(r.Ticks(clk.Now()) + debt)
 	}
 	return rs, s, clk
 }
@@ -61,10 +62,10 @@ func TestRulesReserveIsEarliestSlot(t *testing.T) {
 
 		// The earliest slot, by Take.
 		takes := func(at time.Duration) bool {
-			c := append([]keyrate.State(nil), s...)
+			c := append([]rules.State(nil), s...)
 			return rs.Take(c, at, cost) < 0
 		}
-		got := append([]keyrate.State(nil), s...)
+		got := append([]rules.State(nil), s...)
 		slot, denied := rs.Reserve(got, now, cost, wait)
 		if !takes(slot) || slot > now && takes(slot-1) {
 			t.Fatalf("%s: Reserve's slot %v is not the earliest at which Take allows the cost (Take there %v, 1ns before %v)", desc, slot, takes(slot), takes(slot-1))
@@ -81,7 +82,7 @@ func TestRulesReserveIsEarliestSlot(t *testing.T) {
 			}
 			continue
 		}
-		want := append([]keyrate.State(nil), s...)
+		want := append([]rules.State(nil), s...)
 		if rs.Len() == 1 {
 			r := rs.Rule(0)
 			next, ok := r.Reserve(s[0], r.Ticks(now), cost, r.WaitTicks(wait))
@@ -98,7 +99,7 @@ func TestRulesReserveIsEarliestSlot(t *testing.T) {
 			t.Fatalf("%s: Slot recovers %v from the states, Reserve said %v", desc, at, slot)
 		}
 		if wait == 0 || slot == now {
-			c := append([]keyrate.State(nil), s...)
+			c := append([]rules.State(nil), s...)
 			if rs.Take(c, now, cost) >= 0 || fmt.Sprint(c) != fmt.Sprint(got) {
 				t.Fatalf("%s: an immediate reservation left %v, Take leaves %v", desc, got, c)
 			}
@@ -128,7 +129,7 @@ func TestRulesReserveIsEarliestSlot(t *testing.T) {
 // and is exact otherwise.
 func TestRuleRefundWhilePending(t *testing.T) {
 	clk := clock.NewManual(0)
-	r, err := keyrate.NewRule(keyrate.Limit{Rate: 1, Per: time.Second, Burst: 2}, clk)
+	r, err := rules.NewRule(keyrate.Limit{Rate: 1, Per: time.Second, Burst: 2}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestRuleRefundWhilePending(t *testing.T) {
 	if got := r.Refund(s, 0, 1); got != s {
 		t.Fatalf("Refund while a reservation's slot is ahead moved the state %d -> %d", s, got)
 	}
-	if got := r.Refund(s, sec, 1); got != s-keyrate.State(sec) {
-		t.Fatalf("Refund at the slot = %d, want %d (exact once nothing is pending)", got, s-keyrate.State(sec))
+	if got := r.Refund(s, sec, 1); got != s-rules.State(sec) {
+		t.Fatalf("Refund at the slot = %d, want %d (exact once nothing is pending)", got, s-rules.State(sec))
 	}
 }

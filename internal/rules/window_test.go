@@ -1,4 +1,4 @@
-package keyrate_test
+package rules_test
 
 import (
 	"errors"
@@ -10,15 +10,16 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/conformance"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 var windowAlgorithms = []keyrate.Algorithm{keyrate.FixedWindow, keyrate.SlidingWindow}
 
 // windowRule compiles l with a manual clock at its epoch, returning the
 // rule (time in ticks of 1ns).
-func windowRule(t testing.TB, l keyrate.Limit) *keyrate.Rule {
+func windowRule(t testing.TB, l keyrate.Limit) *rules.Rule {
 	t.Helper()
-	r, err := keyrate.NewRule(l, clock.NewManual(time.Hour))
+	r, err := rules.NewRule(l, clock.NewManual(time.Hour))
 	if err != nil {
 		t.Fatalf("NewRule(%v): %v", l, err)
 	}
@@ -29,9 +30,9 @@ func windowRule(t testing.TB, l keyrate.Limit) *keyrate.Rule {
 // and fails at the first decision they disagree on.
 type windowRun struct {
 	t     testing.TB
-	r     *keyrate.Rule
+	r     *rules.Rule
 	m     *conformance.WindowModel
-	s     keyrate.State
+	s     rules.State
 	step  int
 	trail []string
 }
@@ -278,7 +279,7 @@ func TestWindowBoundaries(t *testing.T) {
 		}},
 	} {
 		r := windowRule(t, keyrate.Limit{Rate: 10, Per: W}.Using(c.alg))
-		var s keyrate.State
+		var s rules.State
 		for i, st := range c.steps {
 			next, ok := r.Take(s, st.at, st.cost)
 			d := r.Decide(next, st.at, st.cost, ok)
@@ -305,7 +306,7 @@ func TestWindowStaleReading(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(7, uint64(alg)))
 		for range 10000 {
-			var s keyrate.State
+			var s rules.State
 			base := uint64(rng.IntN(5000))
 			for range rng.IntN(8) {
 				if n, ok := r.Take(s, base+uint64(rng.IntN(300)), 1+rng.IntN(3)); ok {
@@ -329,7 +330,7 @@ func TestWindowFullIsNew(t *testing.T) {
 		for range 2000 {
 			l := randomWindowLimit(rng, alg)
 			r, per := windowRule(t, l), uint64(l.Per)
-			var s keyrate.State
+			var s rules.State
 			now := uint64(0)
 			for range rng.IntN(10) {
 				now = windowStep(rng, now, per)
@@ -362,11 +363,11 @@ func TestWindowFullIsNew(t *testing.T) {
 // its cost back, and that a cancel of a state it did not leave fails.
 func TestWindowCancel(t *testing.T) {
 	for _, alg := range windowAlgorithms {
-		rs, err := keyrate.NewRules(keyrate.Policy{Name: "w", Limits: []keyrate.Limit{keyrate.Limit{Rate: 4, Per: time.Second}.Using(alg)}}, clock.NewManual(0))
+		rs, err := rules.NewRules(keyrate.Policy{Name: "w", Limits: []keyrate.Limit{keyrate.Limit{Rate: 4, Per: time.Second}.Using(alg)}}, clock.NewManual(0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := []keyrate.State{0}
+		s := []rules.State{0}
 		if rs.Take(s, 100*time.Millisecond, 4) >= 0 {
 			t.Fatalf("%v: the first burst was denied", alg)
 		}

@@ -1,4 +1,4 @@
-package keyrate
+package rules
 
 import (
 	"fmt"
@@ -6,22 +6,15 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/tick"
 )
 
-// Bounds of the packed state; see the package documentation.
-const (
-	// maxTicks bounds both a store's clock reading and a bucket's fill time,
-	// in ticks, so that a theoretical arrival time (at most their sum) fits
-	// in 63 bits and no addition can wrap.
-	maxTicks = 1 << 62
-	// MaxScale is the most ticks per nanosecond a Rule uses. It keeps a
-	// store's clock range at maxTicks/MaxScale ns, over ten years.
-	MaxScale = 14
-	// coarseError bounds the rate a coarsened rule gives up: at most
-	// 1/coarseError of it (0.01%).
-	coarseError = 10_000
-)
+// maxTicks bounds both a store's clock reading and a bucket's fill time,
+// in ticks, so that a theoretical arrival time (at most their sum) fits in
+// 63 bits and no addition can wrap.
+const maxTicks = tick.MaxTicks
 
 // State is one bucket's packed 64-bit state: its theoretical arrival time
 // (TAT), the tick at which the bucket will next be full. The zero State is a
@@ -29,14 +22,25 @@ const (
 // and the timestamp.
 type State uint64
 
+// Tombstone is the State of a bucket that a sweep has removed: a value no
+// live bucket can hold, since a theoretical arrival time never exceeds
+// 2^63 (see the package documentation). A store marks a bucket Tombstone,
+// under the bucket's lock or with one compare-and-swap, in the same step
+// in which it finds the bucket full, so that a goroutine that looked the
+// bucket up just before it was removed sees the mark and looks the key up
+// again instead of spending from the detached bucket.
+//
+// Tombstone is not a state to pass to Take: check for it first.
+const Tombstone State = ^State(0)
+
 // Rule is a Limit compiled for the packed State, together with the clock
 // it reads: the token-bucket arithmetic that every keyrate store shares.
 // Stores differ only in how they synchronise calls to Take on one State.
 //
 // A Rule is immutable after NewRule and safe for concurrent use.
 type Rule struct {
-	limit    Limit
-	alg      Algorithm
+	limit    keyrate.Limit
+	alg      keyrate.Algorithm
 	policy   string // the name of the policy the rule is a window of
 	window   int    // the rule's index in that policy's Limits
 	scale    uint64 // ticks per nanosecond
@@ -57,7 +61,7 @@ type Rule struct {
 // rule's epoch, tick 0, is c's reading now. Its decisions name the policy
 // DefaultPolicy. It returns an error wrapping
 // ErrInvalidLimit if l is out of range.
-func NewRule(l Limit, c clock.Clock) (Rule, error) {
+func NewRule(l keyrate.Limit, c clock.Clock) (Rule, error) {
 	p, err := compile(l)
 	if err != nil {
 		return Rule{}, err
@@ -67,70 +71,22 @@ func NewRule(l Limit, c clock.Clock) (Rule, error) {
 	}
 	p.clock = c
 	p.epoch = c.Now()
-	p.policy = DefaultPolicy
+	p.policy = keyrate.DefaultPolicy
 	return p, nil
 }
 
 // compile validates l and works out its tick unit. It reads no clock.
-func compile(l Limit) (Rule, error) {
-	switch {
-	case l.Algorithm >= numAlgorithms:
-		return Rule{}, fmt.Errorf("%w: %v is not one of token-bucket, fixed-window, sliding-window", ErrInvalidLimit, l.Algorithm)
-	case l.Algorithm != TokenBucket:
-		return compileWindow(l)
-	case l.Rate < 1:
-		return Rule{}, fmt.Errorf("%w: Rate %d is below 1", ErrInvalidLimit, l.Rate)
-	case l.Per < 1:
-		return Rule{}, fmt.Errorf("%w: Per %v is below 1ns", ErrInvalidLimit, l.Per)
-	case l.Burst < 1:
-		return Rule{}, fmt.Errorf("%w: Burst %d is below 1", ErrInvalidLimit, l.Burst)
+func compile(l keyrate.Limit) (Rule, error) {
+	u, err := tick.Compile(tick.Spec{Rate: l.Rate, Per: l.Per, Burst: l.Burst, Alg: uint8(l.Algorithm), Name: l.Algorithm.String()})
+	if err != nil {
+		return Rule{}, fmt.Errorf("%w: %v", keyrate.ErrInvalidLimit, err)
 	}
-	per, rate := uint64(l.Per), uint64(l.Rate)
-	p := Rule{limit: l}
-	if g := gcd(per, rate); rate/g <= MaxScale {
-		// Exact: count time in units of 1/(Rate/g) ns, so that one token is
-		// (Per/g) ticks, a whole number.
-		p.scale, p.interval, p.exact = rate/g, per/g, true
-	} else {
-		// Coarse: the least scale whose interval, rounded up (against the
-		// client), is within 1/coarseError of the true one.
-		for k := uint64(1); k <= MaxScale; k++ {
-			hi, lo := bits.Mul64(per, k)
-			// hi < rate, since per·k < 2^67 and rate > MaxScale; and r > 0,
-			// since rate/g > MaxScale cannot divide k.
-			q, r := bits.Div64(hi, lo, rate)
-			// The fraction of the rate lost by rounding up is
-			// (q+1 - per·k/rate) / (per·k/rate) = (rate-r) / (per·k).
-			lostHi, lostLo := bits.Mul64(rate-r, coarseError)
-			if hi > lostHi || (hi == lostHi && lo >= lostLo) {
-				p.scale, p.interval = k, q+1
-				break
-			}
-		}
-		if p.scale == 0 {
-			return Rule{}, fmt.Errorf("%w: Rate %d per %v is too fast: a token every %.3gns is below the %dns the state can count within 0.01%%",
-				ErrInvalidLimit, l.Rate, l.Per, float64(per)/float64(rate), coarseError/MaxScale)
-		}
-	}
-	if hi, lo := bits.Mul64(uint64(l.Burst), p.interval); hi != 0 || lo > maxTicks {
-		maxBurst := maxTicks / p.interval
-		return Rule{}, fmt.Errorf("%w: Burst %d takes too long to fill at %d per %v: the most is %d",
-			ErrInvalidLimit, l.Burst, l.Rate, l.Per, maxBurst)
-	}
-	p.fill = uint64(l.Burst) * p.interval
-	p.maxNanos = time.Duration(maxTicks / p.scale)
-	return p, nil
-}
-
-func gcd(a, b uint64) uint64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
+	return Rule{limit: l, alg: l.Algorithm, scale: u.Scale, interval: u.Interval, fill: u.Fill, exact: u.Exact,
+		maxNanos: u.MaxNanos, win: u.Win, n: u.N, cb: u.CB}, nil
 }
 
 // Limit returns the limit the rule enforces.
-func (p *Rule) Limit() Limit { return p.limit }
+func (p *Rule) Limit() keyrate.Limit { return p.limit }
 
 // Exact reports whether the rule's decisions equal those of the exact
 // rational token bucket. It is true whenever Per/Rate, reduced to lowest
@@ -166,7 +122,7 @@ func (p *Rule) Ticks(t time.Duration) uint64 {
 }
 
 // Algorithm returns the rule's algorithm.
-func (p *Rule) Algorithm() Algorithm { return p.alg }
+func (p *Rule) Algorithm() keyrate.Algorithm { return p.alg }
 
 // Reading returns the earliest reading of the rule's clock at which the
 // bucket in state s is full, rounded up to a whole nanosecond (and
@@ -174,7 +130,7 @@ func (p *Rule) Algorithm() Algorithm { return p.alg }
 // latest instant any evicted bucket was full at) as a reading, so that
 // rules of different scales can share it.
 func (p *Rule) Reading(s State) time.Duration {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.reading(p.wFullAt(s))
 	}
 	return p.reading(uint64(s))
@@ -185,7 +141,7 @@ func (p *Rule) Reading(s State) time.Duration {
 // and an earlier reading gets no more. Stores start a key that may have
 // been evicted at the floor's FullState (see sweep.Floor).
 func (p *Rule) FullState(now uint64) State {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.pack(now/p.win, 0, 0)
 	}
 	return State(now)
@@ -206,10 +162,10 @@ func (p *Rule) reading(ticks uint64) time.Duration {
 // otherwise an error wrapping ErrInvalidCost or ErrCostExceedsBurst.
 func (p *Rule) CheckCost(cost int) error {
 	if cost < 1 {
-		return fmt.Errorf("%w: cost %d is below 1", ErrInvalidCost, cost)
+		return fmt.Errorf("%w: cost %d is below 1", keyrate.ErrInvalidCost, cost)
 	}
 	if cost > p.limit.Burst {
-		return fmt.Errorf("%w: cost %d is above the burst of %d", ErrCostExceedsBurst, cost, p.limit.Burst)
+		return fmt.Errorf("%w: cost %d is above the burst of %d", keyrate.ErrCostExceedsBurst, cost, p.limit.Burst)
 	}
 	return nil
 }
@@ -222,7 +178,7 @@ func (p *Rule) CheckCost(cost int) error {
 // The new state never precedes s, so a stale reading of now (taken before
 // another goroutine's update) can only find fewer tokens, never more.
 func (p *Rule) Take(s State, now uint64, cost int) (State, bool) {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wTake(s, now, cost)
 	}
 	next := max(uint64(s), now) + uint64(cost)*p.interval
@@ -248,7 +204,7 @@ func (p *Rule) Take(s State, now uint64, cost int) (State, bool) {
 // to a smaller limit (Carry), and giving any back would let a new request
 // share a reserved slot.
 func (p *Rule) Refund(s State, now uint64, cost int) State {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wRefund(s, now, cost)
 	}
 	if p.pending(s, now) {
@@ -270,7 +226,7 @@ func (p *Rule) Refund(s State, now uint64, cost int) State {
 // A window rule's debt is the cost that could not be spent at now, whole:
 // N minus Remaining.
 func (p *Rule) Debt(s State, now uint64) (num, den uint64) {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.n - uint64(p.wRemaining(s, now)), 1
 	}
 	return p.debt(s, now), p.interval
@@ -289,7 +245,7 @@ func (p *Rule) Debt(s State, now uint64) (num, den uint64) {
 //
 // A window rule counts the debt, capped at N, in now's window.
 func (p *Rule) Carry(num, den uint64, now uint64) State {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wCarry(num, den, now)
 	}
 	if num == 0 {
@@ -310,7 +266,7 @@ func (p *Rule) Carry(num, den uint64, now uint64) State {
 // clamped to [0, Burst]. It is the inverse of Tokens.
 func (p *Rule) Encode(tokens int, now uint64) State {
 	tokens = min(max(tokens, 0), p.limit.Burst)
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.pack(now/p.win, 0, uint64(p.limit.Burst-tokens))
 	}
 	return State(now + uint64(p.limit.Burst-tokens)*p.interval)
@@ -318,7 +274,7 @@ func (p *Rule) Encode(tokens int, now uint64) State {
 
 // Tokens returns the whole tokens in the bucket in state s at tick now.
 func (p *Rule) Tokens(s State, now uint64) int {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wRemaining(s, now)
 	}
 	return p.remaining(p.debt(s, now))
@@ -327,7 +283,7 @@ func (p *Rule) Tokens(s State, now uint64) int {
 // Full reports whether the bucket in state s is full at tick now: it is
 // then indistinguishable from a new bucket.
 func (p *Rule) Full(s State, now uint64) bool {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wFullAt(s) <= now
 	}
 	return uint64(s) <= now
@@ -336,13 +292,13 @@ func (p *Rule) Full(s State, now uint64) bool {
 // Decide builds the Decision for a request of cost at tick now, given the
 // bucket's state s after it (the new state when allowed, the unchanged one
 // when denied).
-func (p *Rule) Decide(s State, now uint64, cost int, allowed bool) Decision {
-	if p.alg != TokenBucket {
+func (p *Rule) Decide(s State, now uint64, cost int, allowed bool) keyrate.Decision {
+	if p.alg != keyrate.TokenBucket {
 		return p.wDecide(s, now, cost, allowed)
 	}
 	debt := p.debt(s, now)
 	reset := p.duration(debt)
-	d := Decision{
+	d := keyrate.Decision{
 		Allowed:          allowed,
 		Policy:           p.policy,
 		Window:           p.window,
@@ -359,14 +315,14 @@ func (p *Rule) Decide(s State, now uint64, cost int, allowed bool) Decision {
 
 // Peek reports what a cost-1 request would get from state s at tick now,
 // spending nothing.
-func (p *Rule) Peek(s State, now uint64) Decision {
-	if p.alg != TokenBucket {
+func (p *Rule) Peek(s State, now uint64) keyrate.Decision {
+	if p.alg != keyrate.TokenBucket {
 		_, ok := p.wTake(s, now, 1)
 		return p.wDecide(s, now, 1, ok)
 	}
 	debt := p.debt(s, now)
 	reset := p.duration(debt)
-	d := Decision{
+	d := keyrate.Decision{
 		Allowed:          debt+p.interval <= p.fill,
 		Policy:           p.policy,
 		Window:           p.window,
@@ -383,7 +339,7 @@ func (p *Rule) Peek(s State, now uint64) Decision {
 
 // resetAt returns the time from tick now until state s is full.
 func (p *Rule) resetAt(s State, now uint64) time.Duration {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.duration(sub0(p.wFullAt(s), now))
 	}
 	return p.duration(p.debt(s, now))
@@ -392,7 +348,7 @@ func (p *Rule) resetAt(s State, now uint64) time.Duration {
 // retryAt returns the time from tick now until a request of cost is
 // allowed from state s if nothing else spends: 0 if it is now.
 func (p *Rule) retryAt(s State, now uint64, cost int) time.Duration {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		slot, _, _, _ := p.earliest(s, now, uint64(cost))
 		return p.duration(sub0(slot, now))
 	}
@@ -403,9 +359,9 @@ func (p *Rule) retryAt(s State, now uint64, cost int) time.Duration {
 }
 
 // wDecide is Decide for a window rule.
-func (p *Rule) wDecide(s State, now uint64, cost int, allowed bool) Decision {
+func (p *Rule) wDecide(s State, now uint64, cost int, allowed bool) keyrate.Decision {
 	reset := p.resetAt(s, now)
-	d := Decision{
+	d := keyrate.Decision{
 		Allowed:          allowed,
 		Policy:           p.policy,
 		Window:           p.window,

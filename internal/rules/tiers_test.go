@@ -1,4 +1,4 @@
-package keyrate_test
+package rules_test
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/rules"
 )
 
 // Two policies for the tests of Policies.
@@ -19,13 +21,13 @@ var (
 
 // newPolicies compiles a store's policies from limit and opts, as a
 // store's New does, on clk.
-func newPolicies(t *testing.T, clk clock.Clock, limit keyrate.Limit, opts ...keyrate.Option) *keyrate.Policies {
+func newPolicies(t *testing.T, clk clock.Clock, limit keyrate.Limit, opts ...keyrate.Option) *rules.Policies {
 	t.Helper()
-	set, err := keyrate.Configure(nil, append([]keyrate.Option{keyrate.WithClock(clk)}, opts...)...)
+	set, err := config.Configure(nil, append([]keyrate.Option{keyrate.WithClock(clk)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
-	ps, err := keyrate.NewPolicies(limit, set)
+	ps, err := rules.NewPolicies(limit, set)
 	if err != nil {
 		t.Fatalf("NewPolicies: %v", err)
 	}
@@ -33,7 +35,7 @@ func newPolicies(t *testing.T, clk clock.Clock, limit keyrate.Limit, opts ...key
 }
 
 // listed returns ps's policies as sorted strings.
-func listed(ps *keyrate.Policies) []string {
+func listed(ps *rules.Policies) []string {
 	var out []string
 	for _, p := range ps.List() {
 		out = append(out, p.String())
@@ -43,7 +45,7 @@ func listed(ps *keyrate.Policies) []string {
 }
 
 // tierRules returns the current version of the policy named name.
-func tierRules(t *testing.T, ps *keyrate.Policies, name string) *keyrate.Rules {
+func tierRules(t *testing.T, ps *rules.Policies, name string) *rules.Rules {
 	t.Helper()
 	tier, err := ps.Tier(name)
 	if err != nil {
@@ -109,15 +111,15 @@ func TestPoliciesDefaultReplaced(t *testing.T) {
 // TestPoliciesErrors: each error wraps its sentinel and names the value.
 func TestPoliciesErrors(t *testing.T) {
 	clk := clock.NewManual(0)
-	configure := func(opts ...keyrate.Option) (*keyrate.Policies, error) {
-		set, err := keyrate.Configure(nil, append([]keyrate.Option{keyrate.WithClock(clk)}, opts...)...)
+	configure := func(opts ...keyrate.Option) (*rules.Policies, error) {
+		set, err := config.Configure(nil, append([]keyrate.Option{keyrate.WithClock(clk)}, opts...)...)
 		if err != nil {
 			return nil, err
 		}
-		return keyrate.NewPolicies(keyrate.PerSecond(5), set)
+		return rules.NewPolicies(keyrate.PerSecond(5), set)
 	}
 
-	_, err := keyrate.NewPolicies(keyrate.Limit{Rate: 5, Per: time.Second}, keyrate.Settings{Clock: clk})
+	_, err := rules.NewPolicies(keyrate.Limit{Rate: 5, Per: time.Second}, config.Settings{Clock: clk})
 	checkErr(t, "NewPolicies(an invalid limit)", err, []error{keyrate.ErrInvalidLimit}, "Burst 0 is below 1")
 
 	_, err = configure(keyrate.WithPolicies(tierPro, keyrate.Policy{Name: "gold"}))
@@ -263,7 +265,7 @@ func TestPoliciesShareEpoch(t *testing.T) {
 	if err := ps.Set(seven); err != nil {
 		t.Fatal(err)
 	}
-	for _, rs := range []*keyrate.Rules{ps.Default(), tierRules(t, ps, "pro"), tierRules(t, ps, "seven")} {
+	for _, rs := range []*rules.Rules{ps.Default(), tierRules(t, ps, "pro"), tierRules(t, ps, "seven")} {
 		if got := rs.Now(); got != clk.Now() {
 			t.Errorf("%s: Now() = %v, want the store's clock, %v", rs.Name(), got, clk.Now())
 		}

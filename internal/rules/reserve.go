@@ -1,8 +1,11 @@
-package keyrate
+package rules
 
 import (
 	"math"
 	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/tick"
 )
 
 // This file is the arithmetic of waiting: a reservation is a spend allowed
@@ -35,7 +38,7 @@ func (p *Rule) WaitTicks(wait time.Duration) uint64 {
 // true, or s and false. With a wait of 0 it is exactly Take. It is pure, and never moves a state
 // backwards. cost must satisfy CheckCost.
 func (p *Rule) Reserve(s State, now uint64, cost int, wait uint64) (State, bool) {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wReserve(s, now, cost, wait)
 	}
 	return p.ReserveBucket(s, now, cost, wait)
@@ -60,7 +63,7 @@ func (p *Rule) ReserveBucket(s State, now uint64, cost int, wait uint64) (State,
 // would have needed, given the unchanged state s and the cost: see
 // SlotFor.
 func (p *Rule) Slot(s State, now uint64) uint64 {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wSlot(s, now)
 	}
 	if uint64(s) > now+p.fill {
@@ -73,7 +76,7 @@ func (p *Rule) Slot(s State, now uint64) uint64 {
 // tick now, whatever the wait: the tick to compare with a maximum wait
 // when Reserve denies it.
 func (p *Rule) SlotFor(s State, now uint64, cost int) uint64 {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		slot, _, _, _ := p.earliest(s, now, uint64(cost))
 		return slot
 	}
@@ -84,7 +87,7 @@ func (p *Rule) SlotFor(s State, now uint64, cost int) uint64 {
 // tick now: a reservation's slot lies ahead (or a change to a smaller limit
 // left the key in debt).
 func (p *Rule) pending(s State, now uint64) bool {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wPending(s, now)
 	}
 	return uint64(s) > now+p.fill
@@ -132,10 +135,10 @@ func (rs *Rules) Reserve(s []State, t time.Duration, cost int, wait time.Duratio
 		rs.Take(s, tc, cost) // allowed at once
 		return t, -1
 	}
-	if Delay(slot, tc) > wait {
+	if tick.Delay(slot, tc) > wait {
 		return slot, late
 	}
-	var next [MaxLimits]State
+	var next [keyrate.MaxLimits]State
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		n, ok := r.Take(s[i], r.Ticks(slot), cost)
@@ -172,19 +175,6 @@ func (rs *Rules) clamp(t time.Duration) time.Duration {
 	return t
 }
 
-// Delay returns slot − t, the wait from reading t until reading slot: 0
-// if slot is not after t, and the longest duration if the difference
-// overflows.
-func Delay(slot, t time.Duration) time.Duration {
-	if slot <= t {
-		return 0
-	}
-	if d := slot - t; d > 0 {
-		return d
-	}
-	return math.MaxInt64
-}
-
 // End returns what a reservation records of the states s it left, for
 // Cancel to recognise them: window 0's state for a policy of one window,
 // and a 64-bit mix of every window's for several.
@@ -217,7 +207,7 @@ func (rs *Rules) Cancel(s []State, end State, t, slot time.Duration, cost int) b
 	if len(rs.rules) == 0 || cost < 1 || cost > rs.minBurst || rs.End(s) != end || t >= slot || !rs.pending(s, t) {
 		return false // a cost no reservation under rs can have, too
 	}
-	var next [MaxLimits]State
+	var next [keyrate.MaxLimits]State
 	for i := range rs.rules {
 		n, ok := rs.rules[i].cancel(s[i], cost)
 		if !ok {
@@ -274,24 +264,24 @@ func (rs *Rules) SlotFor(s []State, t time.Duration, cost int) time.Duration {
 // Reserved builds the Reservation of a request of cost for key made by lim
 // at reading t with maximum wait wait, from the states s after it (the
 // new states if reserved, the unchanged ones if not) and Reserve's result.
-func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, cost int, wait time.Duration, denied int) Reservation {
+func (rs *Rules) Reserved(lim Canceler, key string, s []State, t time.Duration, cost int, wait time.Duration, denied int) keyrate.Reservation {
 	if len(rs.rules) > 0 {
 		t = rs.clamp(t) // the reading the rules decided at: Delay is at most the wait
 	}
 	switch {
 	case rs.policy.Unlimited:
-		return Reservation{lim: lim, key: key, rules: rs, t: t, slot: t, wait: wait, cost: cost, ok: true}
+		return NewReservation(lim, key, rs, 0, t, t, wait, cost, true)
 	case denied >= 0:
-		return Reservation{lim: lim, key: key, rules: rs, t: t, slot: rs.SlotFor(s, t, cost), wait: wait, cost: cost}
+		return NewReservation(lim, key, rs, 0, t, rs.SlotFor(s, t, cost), wait, cost, false)
 	case len(rs.rules) == 1: // Slot's loop, for one window
 		slot := t
 		r := &rs.rules[0]
 		if now := r.Ticks(t); r.pending(s[0], now) {
 			slot = r.reading(r.Slot(s[0], now))
 		}
-		return Reservation{lim: lim, key: key, rules: rs, end: s[0], t: t, slot: slot, wait: wait, cost: cost, ok: true}
+		return NewReservation(lim, key, rs, s[0], t, slot, wait, cost, true)
 	}
-	return Reservation{lim: lim, key: key, rules: rs, end: rs.End(s), t: t, slot: rs.Slot(s, t), wait: wait, cost: cost, ok: true}
+	return NewReservation(lim, key, rs, rs.End(s), t, rs.Slot(s, t), wait, cost, true)
 }
 
 // Waits reports whether a reservation that left the bucket in state s at
@@ -301,7 +291,7 @@ func (p *Rule) Waits(s State, now uint64) bool { return p.pending(s, now) }
 // cancel returns state s with a reservation of cost taken back off it, or
 // false if no reservation of cost can have left s.
 func (p *Rule) cancel(s State, cost int) (State, bool) {
-	if p.alg != TokenBucket {
+	if p.alg != keyrate.TokenBucket {
 		return p.wCancel(s, cost)
 	}
 	back := uint64(cost) * p.interval

@@ -1,10 +1,12 @@
-package keyrate
+package rules
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 )
 
@@ -18,7 +20,7 @@ import (
 // were written under and can tell when its policy changed. A Rules is
 // immutable and safe for concurrent use.
 type Rules struct {
-	policy    Policy
+	policy    keyrate.Policy
 	rules     []Rule
 	minBurst  int
 	oneBucket bool
@@ -27,7 +29,7 @@ type Rules struct {
 // NewRules compiles p for clock c (clock.System() if nil), with the
 // epoch, tick 0, at c's reading now. It returns an error wrapping
 // ErrInvalidPolicy if p is out of range.
-func NewRules(p Policy, c clock.Clock) (*Rules, error) {
+func NewRules(p keyrate.Policy, c clock.Clock) (*Rules, error) {
 	if c == nil {
 		c = clock.System()
 	}
@@ -35,7 +37,7 @@ func NewRules(p Policy, c clock.Clock) (*Rules, error) {
 }
 
 // compileRules compiles p for clock c with the given epoch.
-func compileRules(p Policy, c clock.Clock, epoch time.Duration) (*Rules, error) {
+func compileRules(p keyrate.Policy, c clock.Clock, epoch time.Duration) (*Rules, error) {
 	rs, err := compilePolicy(p)
 	if err != nil {
 		return nil, err
@@ -50,9 +52,9 @@ func compileRules(p Policy, c clock.Clock, epoch time.Duration) (*Rules, error) 
 func (rs *Rules) Name() string { return rs.policy.Name }
 
 // Policy returns the policy rs enforces (a copy).
-func (rs *Rules) Policy() Policy {
+func (rs *Rules) Policy() keyrate.Policy {
 	p := rs.policy
-	p.Limits = append([]Limit(nil), p.Limits...)
+	p.Limits = append([]keyrate.Limit(nil), p.Limits...)
 	return p
 }
 
@@ -96,13 +98,13 @@ func (rs *Rules) Now() time.Duration {
 // ErrCostExceedsBurst (cost above the smallest Burst of its windows).
 func (rs *Rules) CheckCost(cost int) error {
 	if cost < 1 {
-		return fmt.Errorf("%w: cost %d is below 1", ErrInvalidCost, cost)
+		return fmt.Errorf("%w: cost %d is below 1", keyrate.ErrInvalidCost, cost)
 	}
 	if cost > rs.minBurst && !rs.policy.Unlimited {
 		if len(rs.rules) == 1 {
-			return fmt.Errorf("%w: cost %d is above the burst of %d", ErrCostExceedsBurst, cost, rs.minBurst)
+			return fmt.Errorf("%w: cost %d is above the burst of %d", keyrate.ErrCostExceedsBurst, cost, rs.minBurst)
 		}
-		return fmt.Errorf("%w: cost %d is above the burst of %d of policy %q's smallest window", ErrCostExceedsBurst, cost, rs.minBurst, rs.policy.Name)
+		return fmt.Errorf("%w: cost %d is above the burst of %d of policy %q's smallest window", keyrate.ErrCostExceedsBurst, cost, rs.minBurst, rs.policy.Name)
 	}
 	return nil
 }
@@ -113,7 +115,7 @@ func (rs *Rules) CheckCost(cost int) error {
 // first window that does not, leaving s unchanged. It is pure, and never
 // moves a state backwards. cost must satisfy CheckCost.
 func (rs *Rules) Take(s []State, t time.Duration, cost int) (denied int) {
-	var next [MaxLimits]State
+	var next [keyrate.MaxLimits]State
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		n, ok := r.Take(s[i], r.Ticks(t), cost)
@@ -198,7 +200,7 @@ func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 // Decide builds the Decision for a request of cost at clock reading t,
 // given the states s after it (the new states when allowed, the unchanged
 // ones when denied) and Take's result.
-func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) Decision {
+func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) keyrate.Decision {
 	if rs.policy.Unlimited {
 		return rs.UnlimitedDecision()
 	}
@@ -206,7 +208,7 @@ func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) Decisi
 		r := &rs.rules[0]
 		return r.Decide(s[0], r.Ticks(t), cost, denied < 0)
 	}
-	d := Decision{Allowed: denied < 0, Policy: rs.policy.Name, Window: -1}
+	d := keyrate.Decision{Allowed: denied < 0, Policy: rs.policy.Name, Window: -1}
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		now := r.Ticks(t)
@@ -228,7 +230,7 @@ func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) Decisi
 
 // Peek reports what a cost-1 request would get from the states s at clock
 // reading t, spending nothing.
-func (rs *Rules) Peek(s []State, t time.Duration) Decision {
+func (rs *Rules) Peek(s []State, t time.Duration) keyrate.Decision {
 	if rs.policy.Unlimited {
 		return rs.UnlimitedDecision()
 	}
@@ -245,6 +247,29 @@ func (rs *Rules) Peek(s []State, t time.Duration) Decision {
 
 // UnlimitedDecision is the Decision of an unlimited policy: allowed, with
 // math.MaxInt tokens remaining and no limit.
-func (rs *Rules) UnlimitedDecision() Decision {
-	return Decision{Allowed: true, Policy: rs.policy.Name, Remaining: math.MaxInt}
+func (rs *Rules) UnlimitedDecision() keyrate.Decision {
+	return keyrate.Decision{Allowed: true, Policy: rs.policy.Name, Remaining: math.MaxInt}
+}
+
+// compilePolicy validates p and compiles its windows, reading no clock.
+func compilePolicy(p keyrate.Policy) (*Rules, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Unlimited {
+		return &Rules{policy: keyrate.Policy{Name: p.Name, Unlimited: true}}, nil
+	}
+	rs := &Rules{policy: keyrate.Policy{Name: p.Name, Limits: slices.Clone(p.Limits)}, rules: make([]Rule, len(p.Limits))}
+	rs.minBurst = p.Limits[0].Burst
+	for i, l := range p.Limits {
+		r, err := compile(l)
+		if err != nil {
+			return nil, err // not reached: Validate compiled every window
+		}
+		r.policy, r.window = p.Name, i
+		rs.rules[i] = r
+		rs.minBurst = min(rs.minBurst, l.Burst)
+	}
+	rs.oneBucket = len(rs.rules) == 1 && rs.rules[0].alg == keyrate.TokenBucket
+	return rs, nil
 }

@@ -1,9 +1,10 @@
-package keyrate
+package rules
 
 import (
-	"fmt"
 	"math/bits"
 	"time"
+
+	"github.com/keyrate/keyrate"
 )
 
 // This file is the arithmetic of the window algorithms (FixedWindow and
@@ -29,73 +30,10 @@ import (
 // is below ten years (minRange): the counts of N and the index of a short
 // window share 63 bits.
 
-// minRange is the least clock range of a window rule, the clock range of
-// a token bucket at MaxScale ticks per nanosecond: over ten years.
-const minRange = maxTicks / MaxScale
-
-// maxWindow bounds a window rule's Per, so that two windows past the
-// clock range stay below 2^63 ticks.
-const maxWindow = maxTicks / 4
-
-// compileWindow validates l, a limit of a window algorithm, and works out
-// its packing. Ticks are nanoseconds.
-func compileWindow(l Limit) (Rule, error) {
-	switch {
-	case l.Rate < 1:
-		return Rule{}, fmt.Errorf("%w: Rate %d is below 1", ErrInvalidLimit, l.Rate)
-	case l.Per < 1:
-		return Rule{}, fmt.Errorf("%w: Per %v is below 1ns", ErrInvalidLimit, l.Per)
-	case l.Per > maxWindow:
-		return Rule{}, fmt.Errorf("%w: Per %v is above the longest %v window of %v", ErrInvalidLimit, l.Per, l.Algorithm, time.Duration(maxWindow))
-	case l.Burst != l.Rate:
-		return Rule{}, fmt.Errorf("%w: Burst %d differs from Rate %d, as a %v limit's cannot (build it with Limit.Using)", ErrInvalidLimit, l.Burst, l.Rate, l.Algorithm)
-	}
-	n, w := uint64(l.Rate), uint64(l.Per)
-	fields := func(b int) int {
-		if l.Algorithm == SlidingWindow {
-			return 2 * b
-		}
-		return b
-	}
-	span := func(b int) uint64 { // the clock range with b count bits
-		if fields(b) > 60 {
-			return 0
-		}
-		idx := uint64(1)<<(63-fields(b)) - 3 // the last window a reading counts in
-		hi, lo := bits.Mul64(idx, w)
-		if hi != 0 || lo > maxTicks {
-			return maxTicks
-		}
-		return lo
-	}
-	b := bits.Len64(n)
-	if span(b) < minRange {
-		most := 0
-		for k := b - 1; k > 0; k-- {
-			if span(k) >= minRange {
-				most = 1<<k - 1
-				break
-			}
-		}
-		if most == 0 {
-			return Rule{}, fmt.Errorf("%w: Per %v is too short a %v window to count in over ten years", ErrInvalidLimit, l.Per, l.Algorithm)
-		}
-		return Rule{}, fmt.Errorf("%w: Rate %d is too many for a %v window of %v: the state counts at most %d in a window that short (over ten years)", ErrInvalidLimit, l.Rate, l.Algorithm, l.Per, most)
-	}
-	p := Rule{limit: l, alg: l.Algorithm, scale: 1, exact: true, win: w, n: n, cb: uint8(b)}
-	p.fill = w // the ticks from an empty window's start to a full bucket
-	if l.Algorithm == SlidingWindow {
-		p.fill = 2 * w
-	}
-	p.interval = 1
-	p.maxNanos = time.Duration(span(b))
-	return p, nil
-}
-
 // unpack returns the window index and counts of state s.
 func (p *Rule) unpack(s State) (idx, prev, cur uint64) {
 	mask := uint64(1)<<p.cb - 1
-	if p.alg == FixedWindow {
+	if p.alg == keyrate.FixedWindow {
 		return uint64(s) >> p.cb, 0, uint64(s) & mask
 	}
 	return uint64(s) >> (2 * p.cb), uint64(s) >> p.cb & mask, uint64(s) & mask
@@ -103,7 +41,7 @@ func (p *Rule) unpack(s State) (idx, prev, cur uint64) {
 
 // pack is the inverse of unpack.
 func (p *Rule) pack(idx, prev, cur uint64) State {
-	if p.alg == FixedWindow {
+	if p.alg == keyrate.FixedWindow {
 		return State(idx<<p.cb | cur)
 	}
 	return State(idx<<(2*p.cb) | prev<<p.cb | cur)
@@ -124,7 +62,7 @@ func (p *Rule) view(s State, now uint64) (base, e, prev, cur uint64, ahead bool)
 		return idx, 0, pv, cu, true
 	case iw == idx:
 		return idx, now - iw*p.win, pv, cu, false
-	case iw == idx+1 && p.alg == SlidingWindow:
+	case iw == idx+1 && p.alg == keyrate.SlidingWindow:
 		return iw, now - iw*p.win, cu, 0, false
 	}
 	return iw, now - iw*p.win, 0, 0, false
@@ -153,7 +91,7 @@ func (p *Rule) fits(e, prev, cur, cost uint64) bool {
 	if cur+cost > p.n {
 		return false
 	}
-	if prev == 0 || p.alg == FixedWindow {
+	if prev == 0 || p.alg == keyrate.FixedWindow {
 		return true
 	}
 	// prev·(W − e) ≤ (N − cur − cost)·W, in 128 bits
@@ -176,7 +114,7 @@ func (p *Rule) earliest(s State, now, cost uint64) (slot, base, prev, cur uint64
 			return base*p.win + at, base, prev, cur
 		}
 		base, e = base+1, 0
-		if p.alg == FixedWindow {
+		if p.alg == keyrate.FixedWindow {
 			prev, cur = 0, 0
 		} else {
 			prev, cur = cur, 0
@@ -213,7 +151,7 @@ func (p *Rule) wReserve(s State, now uint64, cost int, wait uint64) (State, bool
 func (p *Rule) wFullAt(s State) uint64 {
 	idx, prev, cur := p.unpack(s)
 	switch {
-	case cur > 0 && p.alg == SlidingWindow:
+	case cur > 0 && p.alg == keyrate.SlidingWindow:
 		return (idx + 2) * p.win
 	case cur > 0 || prev > 0:
 		return (idx + 1) * p.win
@@ -228,7 +166,7 @@ func (p *Rule) wRemaining(s State, now uint64) int {
 		return 0
 	}
 	k := p.n - cur
-	if prev > 0 && p.alg == SlidingWindow {
+	if prev > 0 && p.alg == keyrate.SlidingWindow {
 		// the least k with prev·(W−e) ≤ (N−cur−k)·W: prev·(W−e)/W, rounded up
 		hi, lo := bits.Mul64(prev, p.win-e)
 		q, r := bits.Div64(hi, lo, p.win) // hi < W, as prev < 2^64
@@ -254,7 +192,7 @@ func (p *Rule) wRefund(s State, now uint64, cost int) State {
 	c := uint64(cost)
 	back := min(c, cur)
 	cur -= back
-	if p.alg == SlidingWindow {
+	if p.alg == keyrate.SlidingWindow {
 		more := min(c-back, prev)
 		prev -= more
 		back += more
@@ -315,14 +253,14 @@ func (p *Rule) wCarry(num, den, now uint64) State {
 // Rules.Carry).
 func (p *Rule) carryFrom(f *Rule, s State, t time.Duration) State {
 	fnow := f.Ticks(t)
-	if p.alg != TokenBucket && p.alg == f.alg && p.win == f.win {
+	if p.alg != keyrate.TokenBucket && p.alg == f.alg && p.win == f.win {
 		// The same windows: keep the counts, capped at the new N.
 		idx, prev, cur := f.unpack(s)
 		return p.pack(min(idx, p.lastWindow()+2), min(prev, p.n), min(cur, p.n))
 	}
 	num, den := f.Debt(s, fnow)
 	from := fnow
-	if f.alg != TokenBucket {
+	if f.alg != keyrate.TokenBucket {
 		if base, _, prev, cur, ahead := f.view(s, fnow); ahead {
 			// Counted in a later window (a reservation's): owe what it
 			// counts from that window's start.
@@ -333,7 +271,7 @@ func (p *Rule) carryFrom(f *Rule, s State, t time.Duration) State {
 	if from > fnow {
 		now = max(now, p.Ticks(f.reading(from)))
 	}
-	if p.alg == TokenBucket {
+	if p.alg == keyrate.TokenBucket {
 		return p.Carry(num, den, now)
 	}
 	return p.wCarry(num, den, now)
