@@ -11,6 +11,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/retries"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
@@ -223,6 +224,7 @@ func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.S
 		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, ok
 		}
+		retries.Add()
 	}
 }
 
@@ -239,6 +241,7 @@ func spendWindow(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (r
 		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, ok
 		}
+		retries.Add()
 	}
 }
 

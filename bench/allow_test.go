@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/keyrate/keyrate/internal/racetest"
+	"github.com/keyrate/keyrate/internal/retries"
 )
 
 // BenchmarkAllow is the one driver: every subject on every workload, named
@@ -127,6 +129,7 @@ func benchKnown(b *testing.B, sc subjectCase, wl workload) {
 	s, seq, costs := f.s, f.in.seq, f.in.costs
 	mask := len(seq) - 1
 	var goroutines, allowed atomic.Int64
+	retried := retries.Total()
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -151,6 +154,11 @@ func benchKnown(b *testing.B, sc subjectCase, wl workload) {
 	})
 	b.StopTimer()
 	reportAllowed(b, sc, wl, allowed.Load())
+	if strings.HasPrefix(sc.name, "atomic") {
+		// atomicbucket's failed compare-and-swaps: the contention in its
+		// cost (internal/retries).
+		b.ReportMetric(float64(retries.Total()-retried)/float64(b.N), "retries/op")
+	}
 }
 
 // churnChunk is how many fresh keys a goroutine claims at once in churn.
