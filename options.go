@@ -62,3 +62,20 @@ func WithPolicyFunc(f func(key string) string) Option {
 		}
 	}
 }
+
+// WithObserver makes the store tell o of every decision (see Observer):
+// the in-process stores and redisbucket accept it. The default is none,
+// which costs a store one nil check per call. A nil o keeps the default; a
+// typed nil (such as a nil *keyrateprom.Metrics), whose every call would
+// panic, makes New fail with ErrInvalidOption.
+func WithObserver(o Observer) Option {
+	return func(s *settings.Settings[Policy]) {
+		switch {
+		case s.Err != nil || o == nil:
+		case isnil.Is(o):
+			s.Err = fmt.Errorf("%w: WithObserver: a nil %T", ErrInvalidOption, o)
+		default:
+			s.Observer = o
+		}
+	}
+}

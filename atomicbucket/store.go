@@ -213,7 +213,9 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 // spends cost tokens if the bucket holds them (or reserves them, if they
 // are there within wait ticks: rules.Rule.Reserve) and returns the state
 // after the call. It returns sweep.Fresh, and does nothing, if b is swept or not
-// spent from yet: SpendRare's case. (It is small enough to be inlined.)
+// spent from yet: SpendRare's case. It calls nothing: the token bucket's
+// arithmetic and the count of a failed swap (internal/retries) are
+// inlined, so that it needs no stack frame.
 func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.State, bool) {
 	for {
 		old := rules.State(b.w.Load())
@@ -224,7 +226,7 @@ func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.S
 		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, ok
 		}
-		retries.Add()
+		retries.Add(now)
 	}
 }
 
@@ -241,7 +243,7 @@ func spendWindow(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (r
 		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
 			return next, ok
 		}
-		retries.Add()
+		retries.Add(now)
 	}
 }
 
@@ -406,6 +408,9 @@ func (b *bucket) States() (s sweep.States, live bool) {
 // store is full (keyrate.WithMaxKeys) and key is new, and when the
 // function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
+	if s.pols.Observer() != nil {
+		return s.allowObserved(key)
+	}
 	rs := s.pols.Default()
 	if s.pols.HasFunc() {
 		var err error
@@ -430,6 +435,16 @@ func (s *Store) Allow(key string) bool {
 	return s.words.Allow(key, rs)
 }
 
+// allowObserved is Allow for a store with an observer: AllowN, which
+// tells it. (Out of line, so that Allow's frame stays that of its hot
+// path.)
+//
+//go:noinline
+func (s *Store) allowObserved(key string) bool {
+	d, err := s.AllowN(key, 1)
+	return err == nil && d.Allowed
+}
+
 // AllowN spends cost tokens for key if every window of its bucket holds
 // that many, and reports the decision. See keyrate.Limiter. For a new key
 // that a full store cannot track it returns an error wrapping
@@ -439,19 +454,31 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if s.pols.HasFunc() {
 		var err error
 		if rs, err = s.pols.ForKey(key); err != nil {
+			s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 			return keyrate.Decision{}, err
 		}
 	}
-	return s.allow(key, rs, cost)
+	if s.pols.Observer() == nil {
+		return s.allow(key, rs, cost)
+	}
+	d, err := s.allow(key, rs, cost)
+	s.pols.Observe(key, rs.Name(), cost, d.Allowed, err)
+	return d, err
 }
 
 // AllowTier is AllowN under tier's policy. See keyrate.PolicyLimiter.
 func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
+		s.pols.ObserveMiss(key, tier, cost, err)
 		return keyrate.Decision{}, err
 	}
-	return s.allow(key, rs, cost)
+	if s.pols.Observer() == nil {
+		return s.allow(key, rs, cost)
+	}
+	d, err := s.allow(key, rs, cost)
+	s.pols.Observe(key, rs.Name(), cost, d.Allowed, err)
+	return d, err
 }
 
 // allow is AllowN under rs.

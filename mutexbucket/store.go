@@ -219,6 +219,9 @@ func (b *bucket) States() (s sweep.States, live bool) {
 // store is full (keyrate.WithMaxKeys) and key is new, and when the
 // function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
+	if s.pols.Observer() != nil {
+		return s.allowObserved(key)
+	}
 	rs := s.pols.Default()
 	if s.pols.HasFunc() {
 		var err error
@@ -237,6 +240,16 @@ func (s *Store) Allow(key string) bool {
 	return s.buckets.Allow(key, rs)
 }
 
+// allowObserved is Allow for a store with an observer: AllowN, which
+// tells it. (Out of line, so that Allow's frame stays that of its hot
+// path.)
+//
+//go:noinline
+func (s *Store) allowObserved(key string) bool {
+	d, err := s.AllowN(key, 1)
+	return err == nil && d.Allowed
+}
+
 // AllowN spends cost tokens for key if every window of its bucket holds
 // that many, and reports the decision. See keyrate.Limiter. For a new key
 // that a full store cannot track it returns an error wrapping
@@ -246,19 +259,31 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if s.pols.HasFunc() {
 		var err error
 		if rs, err = s.pols.ForKey(key); err != nil {
+			s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 			return keyrate.Decision{}, err
 		}
 	}
-	return s.allow(key, rs, cost)
+	if s.pols.Observer() == nil {
+		return s.allow(key, rs, cost)
+	}
+	d, err := s.allow(key, rs, cost)
+	s.pols.Observe(key, rs.Name(), cost, d.Allowed, err)
+	return d, err
 }
 
 // AllowTier is AllowN under tier's policy. See keyrate.PolicyLimiter.
 func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
+		s.pols.ObserveMiss(key, tier, cost, err)
 		return keyrate.Decision{}, err
 	}
-	return s.allow(key, rs, cost)
+	if s.pols.Observer() == nil {
+		return s.allow(key, rs, cost)
+	}
+	d, err := s.allow(key, rs, cost)
+	s.pols.Observe(key, rs.Name(), cost, d.Allowed, err)
+	return d, err
 }
 
 // allow is AllowN under rs.

@@ -26,6 +26,8 @@ func TestWait(t *testing.T) { conformance.RunWait(t, bounded) }
 
 func TestAlgorithms(t *testing.T) { conformance.RunAlgorithms(t, bounded) }
 
+func TestObserver(t *testing.T) { conformance.RunObserver(t, bounded) }
+
 // BenchmarkSweep: Allow latency on a 1M-key store with and without a
 // concurrent sweep. See conformance.BenchSweep.
 func BenchmarkSweep(b *testing.B) { conformance.BenchSweep(b, bounded) }

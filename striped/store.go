@@ -170,6 +170,9 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 // store is full (keyrate.WithMaxKeys) and key is new, and when the
 // function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
+	if s.pols.Observer() != nil {
+		return s.allowObserved(key)
+	}
 	rs := s.pols.Default()
 	if s.pols.HasFunc() {
 		var err error
@@ -197,6 +200,16 @@ func (s *Store) Allow(key string) bool {
 	return err == nil && denied < 0
 }
 
+// allowObserved is Allow for a store with an observer: AllowN, which
+// tells it. (Out of line, so that Allow's frame stays that of its hot
+// path.)
+//
+//go:noinline
+func (s *Store) allowObserved(key string) bool {
+	d, err := s.AllowN(key, 1)
+	return err == nil && d.Allowed
+}
+
 // AllowN spends cost tokens for key if every window of its bucket holds
 // that many, and reports the decision. See keyrate.Limiter. For a new key
 // that a full store cannot track it returns an error wrapping
@@ -206,19 +219,31 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 	if s.pols.HasFunc() {
 		var err error
 		if rs, err = s.pols.ForKey(key); err != nil {
+			s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 			return keyrate.Decision{}, err
 		}
 	}
-	return s.allow(key, rs, cost)
+	if s.pols.Observer() == nil {
+		return s.allow(key, rs, cost)
+	}
+	d, err := s.allow(key, rs, cost)
+	s.pols.Observe(key, rs.Name(), cost, d.Allowed, err)
+	return d, err
 }
 
 // AllowTier is AllowN under tier's policy. See keyrate.PolicyLimiter.
 func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
+		s.pols.ObserveMiss(key, tier, cost, err)
 		return keyrate.Decision{}, err
 	}
-	return s.allow(key, rs, cost)
+	if s.pols.Observer() == nil {
+		return s.allow(key, rs, cost)
+	}
+	d, err := s.allow(key, rs, cost)
+	s.pols.Observe(key, rs.Name(), cost, d.Allowed, err)
+	return d, err
 }
 
 // allow is AllowN under rs.

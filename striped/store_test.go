@@ -27,6 +27,8 @@ func TestWait(t *testing.T) { conformance.RunWait(t, bounded) }
 
 func TestAlgorithms(t *testing.T) { conformance.RunAlgorithms(t, bounded) }
 
+func TestObserver(t *testing.T) { conformance.RunObserver(t, bounded) }
+
 // TestFullStoreStripes runs the full-store checks with few and with many
 // stripes: a refused new key searches the stripes after its own, so with
 // more stripes than keys (one key a stripe, its own empty) the room it

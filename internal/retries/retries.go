@@ -5,16 +5,36 @@
 // much of a hot key's cost is contention rather than arithmetic.
 //
 // The count is process-wide and only grows. Counting costs nothing on a
-// swap that succeeds; a failed one adds to a striped counter (xsync's),
-// so that counting does not itself become a contended cache line.
+// swap that succeeds; a failed one adds to one of several counters, each
+// on a cache line of its own, picked by the caller's clock reading, so
+// that counting does not itself become one more contended line. Add is
+// inlined and calls nothing, so that the spend loop stays a leaf
+// function without a stack frame.
 package retries
 
-import "github.com/puzpuzpuz/xsync/v3"
+import "sync/atomic"
 
-var failed = xsync.NewCounter()
+// shards is the number of counters; a power of two.
+const shards = 16
 
-// Add counts one failed compare-and-swap.
-func Add() { failed.Inc() }
+// shard is one counter, alone on its cache line.
+type shard struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+var failed [shards]shard
+
+// Add counts one failed compare-and-swap; spread is any value that
+// differs between concurrent callers more often than not (a clock
+// reading), which picks the counter.
+func Add(spread uint64) { failed[spread%shards].n.Add(1) }
 
 // Total returns the failed compare-and-swaps counted so far.
-func Total() int64 { return failed.Value() }
+func Total() int64 {
+	var n int64
+	for i := range failed {
+		n += failed[i].n.Load()
+	}
+	return n
+}

@@ -45,6 +45,7 @@ type Policies struct {
 	epoch time.Duration
 	def   *tierSlot
 	fn    func(key string) string
+	obs   keyrate.Observer // WithObserver's; nil for none
 
 	mu    sync.Mutex                           // serialises Set
 	names atomic.Pointer[map[string]*tierSlot] // copy-on-write
@@ -94,6 +95,7 @@ func NewPolicies(limit keyrate.Limit, set config.Settings) (*Policies, error) {
 		return nil, err // checked even when a policy named DefaultPolicy replaces it
 	}
 	ps := &Policies{clock: c, epoch: c.Now(), fn: set.PolicyFunc}
+	ps.obs, _ = set.Observer.(keyrate.Observer)
 	names := make(map[string]*tierSlot, len(set.Policies)+1)
 	for _, p := range set.Policies {
 		if _, dup := names[p.Name]; dup {

@@ -43,6 +43,11 @@ type Settings[P any] struct {
 	// WithPolicyFunc.
 	PolicyFunc func(key string) string
 
+	// Observer is the keyrate.Observer told of every decision, nil for
+	// none (the default). Set with WithObserver. (It is held as any
+	// because this package cannot import keyrate.)
+	Observer any
+
 	// Own is the store's own settings, which options made with
 	// config.StoreOption fill in, while options apply; nil afterwards.
 	Own any

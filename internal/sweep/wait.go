@@ -38,18 +38,24 @@ type Reserver interface {
 func Reserve(pols *rules.Policies, f Reserver, key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
 	rs, err := rulesFor(pols, key)
 	if err != nil {
+		pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 		return keyrate.Reservation{}, err
 	}
-	return reserve(f, key, rs, cost, maxWait)
+	r, err := reserve(f, key, rs, cost, maxWait)
+	observe(pols, key, rs, cost, r, err)
+	return r, err
 }
 
 // ReserveTier is keyrate.WaitLimiter's ReserveTier (see Reserve).
 func ReserveTier(pols *rules.Policies, f Reserver, key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
 	rs, err := pols.Rules(tier)
 	if err != nil {
+		pols.ObserveMiss(key, tier, cost, err)
 		return keyrate.Reservation{}, err
 	}
-	return reserve(f, key, rs, cost, maxWait)
+	r, err := reserve(f, key, rs, cost, maxWait)
+	observe(pols, key, rs, cost, r, err)
+	return r, err
 }
 
 // Wait is keyrate.WaitLimiter's Wait (see Reserve).
@@ -60,9 +66,10 @@ func Wait(ctx context.Context, pols *rules.Policies, f Reserver, key string, cos
 	}
 	rs, err := rulesFor(pols, key)
 	if err != nil {
+		pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 		return err
 	}
-	return wait(ctx, f, key, rs, cost, budget)
+	return wait(ctx, pols, f, key, rs, cost, budget)
 }
 
 // WaitTier is keyrate.WaitLimiter's WaitTier (see Reserve).
@@ -73,9 +80,10 @@ func WaitTier(ctx context.Context, pols *rules.Policies, f Reserver, key string,
 	}
 	rs, err := pols.Rules(tier)
 	if err != nil {
+		pols.ObserveMiss(key, tier, cost, err)
 		return err
 	}
-	return wait(ctx, f, key, rs, cost, budget)
+	return wait(ctx, pols, f, key, rs, cost, budget)
 }
 
 // rulesFor is key's policy: the default unless WithPolicyFunc chooses,
@@ -104,7 +112,15 @@ func reserve(f Reserver, key string, rs *rules.Rules, cost int, wait time.Durati
 
 // wait is Wait under rs, with the wait ctx allows. A known key whose
 // tokens are there returns from the fast path, building no Reservation.
-func wait(ctx context.Context, f Reserver, key string, rs *rules.Rules, cost int, wait time.Duration) error {
+func wait(ctx context.Context, pols *rules.Policies, f Reserver, key string, rs *rules.Rules, cost int, wait time.Duration) error {
+	if pols.Observer() != nil {
+		r, err := reserve(f, key, rs, cost, wait)
+		observe(pols, key, rs, cost, r, err)
+		if err != nil {
+			return err
+		}
+		return r.Wait(ctx)
+	}
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
@@ -120,4 +136,12 @@ func wait(ctx context.Context, f Reserver, key string, rs *rules.Rules, cost int
 		return err
 	}
 	return r.Wait(ctx)
+}
+
+// observe tells pols' observer, if it has one, of the reservation r (or
+// the error err) of cost under rs for key.
+func observe(pols *rules.Policies, key string, rs *rules.Rules, cost int, r keyrate.Reservation, err error) {
+	if pols.Observer() != nil {
+		pols.Observe(key, rs.Name(), cost, err == nil && r.OK(), err)
+	}
 }

@@ -1,0 +1,203 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+)
+
+// RunObserver checks a store's keyrate.WithObserver: every call of Allow,
+// AllowN, AllowTier, Reserve, ReserveTier, Wait and WaitTier is reported
+// once, with its key, policy, cost and outcome, errors included, and the
+// reports cost no allocation.
+func RunObserver(t *testing.T, b Bounded) {
+	t.Run("Events", func(t *testing.T) { testObserverEvents(t, b) })
+	t.Run("PolicyFunc", func(t *testing.T) { testObserverPolicyFunc(t, b) })
+	t.Run("Concurrent", func(t *testing.T) { testObserverConcurrent(t, b) })
+	t.Run("TypedNil", func(t *testing.T) { testObserverTypedNil(t, b) })
+	t.Run("ZeroAllocs", func(t *testing.T) { testObserverZeroAllocs(t, b) })
+}
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []keyrate.Event
+}
+
+func (r *recorder) Observe(e keyrate.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// take returns the events so far and forgets them.
+func (r *recorder) take() []keyrate.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.events
+	r.events = nil
+	return e
+}
+
+// sameEvents compares events, errors by errors.Is against want's.
+func sameEvents(t *testing.T, what string, got, want []keyrate.Event) {
+	t.Helper()
+	eq := func(g, w keyrate.Event) bool {
+		gerr, werr := g.Err, w.Err
+		g.Err, w.Err = nil, nil
+		return g == w && (gerr == nil) == (werr == nil) && (werr == nil || errors.Is(gerr, werr))
+	}
+	if !slices.EqualFunc(got, want, eq) {
+		t.Errorf("%s: events\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+func testObserverEvents(t *testing.T, b Bounded) {
+	rec := &recorder{}
+	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2)}}
+	l, clk := openPolicies(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(pro), keyrate.WithObserver(rec))
+	tier, err := l.Tier("pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := l.(keyrate.WaitLimiter)
+	if !ok {
+		t.Fatalf("%T is not a keyrate.WaitLimiter", l)
+	}
+	def := keyrate.DefaultPolicy
+
+	l.Allow("a")
+	l.Allow("a")
+	sameEvents(t, "Allow, Allow", rec.take(), []keyrate.Event{
+		{Key: "a", Policy: def, Cost: 1, Allowed: true},
+		{Key: "a", Policy: def, Cost: 1},
+	})
+
+	l.AllowN("b", 1)
+	l.AllowN("b", 0)
+	l.AllowN("b", 5)
+	sameEvents(t, "AllowN", rec.take(), []keyrate.Event{
+		{Key: "b", Policy: def, Cost: 1, Allowed: true},
+		{Key: "b", Policy: def, Cost: 0, Err: keyrate.ErrInvalidCost},
+		{Key: "b", Policy: def, Cost: 5, Err: keyrate.ErrCostExceedsBurst},
+	})
+
+	l.AllowTier("c", tier, 2)
+	l.AllowTier("c", tier, 1)
+	other, _ := openPolicies(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(pro))
+	foreign, err := other.Tier("pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.AllowTier("c", foreign, 1)
+	sameEvents(t, "AllowTier", rec.take(), []keyrate.Event{
+		{Key: "c", Policy: "pro", Cost: 2, Allowed: true},
+		{Key: "c", Policy: "pro", Cost: 1},
+		{Key: "c", Policy: "pro", Cost: 1, Err: keyrate.ErrUnknownPolicy},
+	})
+
+	w.Reserve("d", 1, 0)
+	r, _ := w.Reserve("d", 1, time.Second)
+	w.Reserve("d", 1, time.Millisecond)
+	w.ReserveTier("e", tier, 1, 0)
+	sameEvents(t, "Reserve", rec.take(), []keyrate.Event{
+		{Key: "d", Policy: def, Cost: 1, Allowed: true},
+		{Key: "d", Policy: def, Cost: 1, Allowed: true}, // reserved for a slot 1s away
+		{Key: "d", Policy: def, Cost: 1},
+		{Key: "e", Policy: "pro", Cost: 1, Allowed: true},
+	})
+	if !r.OK() || r.Delay() != time.Second {
+		t.Fatalf("Reserve with a wait: OK %v, Delay %v; want a slot 1s away", r.OK(), r.Delay())
+	}
+	r.Cancel()
+	rec.take()
+
+	if err := w.Wait(context.Background(), "f", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WaitTier(context.Background(), "f", tier, 3); err == nil {
+		t.Fatal("WaitTier with a cost above the burst: no error")
+	}
+	sameEvents(t, "Wait", rec.take(), []keyrate.Event{
+		{Key: "f", Policy: def, Cost: 1, Allowed: true},
+		{Key: "f", Policy: "pro", Cost: 3, Err: keyrate.ErrCostExceedsBurst},
+	})
+
+	clk.Advance(time.Second)
+	l.Peek("a")
+	l.Sweep()
+	if got := rec.take(); len(got) != 0 {
+		t.Errorf("Peek and Sweep reported %+v; they decide nothing", got)
+	}
+}
+
+func testObserverPolicyFunc(t *testing.T, b Bounded) {
+	rec := &recorder{}
+	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2)}}
+	pick := func(key string) string { return map[string]string{"p": "pro", "x": "gold"}[key] }
+	l, _ := openPolicies(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(pro),
+		keyrate.WithPolicyFunc(pick), keyrate.WithObserver(rec))
+	l.Allow("p")
+	l.Allow("q")
+	l.Allow("x")
+	l.AllowN("x", 1)
+	sameEvents(t, "WithPolicyFunc", rec.take(), []keyrate.Event{
+		{Key: "p", Policy: "pro", Cost: 1, Allowed: true},
+		{Key: "q", Policy: keyrate.DefaultPolicy, Cost: 1, Allowed: true},
+		{Key: "x", Policy: "gold", Cost: 1, Err: keyrate.ErrUnknownPolicy},
+		{Key: "x", Policy: "gold", Cost: 1, Err: keyrate.ErrUnknownPolicy},
+	})
+}
+
+// counter is an Observer that counts allowed decisions, allocating
+// nothing.
+type counter struct {
+	mu             sync.Mutex
+	allowed, calls int
+}
+
+func (c *counter) Observe(e keyrate.Event) {
+	c.mu.Lock()
+	c.calls++
+	if e.Allowed {
+		c.allowed++
+	}
+	c.mu.Unlock()
+}
+
+// testObserverConcurrent: the observer sees exactly the calls made and
+// exactly the admissions the callers saw.
+func testObserverConcurrent(t *testing.T, b Bounded) {
+	c := &counter{}
+	l, _ := openPolicies(t, b, keyrate.PerSecond(100), keyrate.WithObserver(c))
+	const g, n = 8, 50
+	allowed := hammer(g, n, func(gi, i int) bool { return l.Allow("hot") })
+	if c.calls != g*n || int64(c.allowed) != allowed || allowed != 100 {
+		t.Errorf("observer saw %d calls, %d allowed; callers made %d and saw %d allowed (want 100)", c.calls, c.allowed, g*n, allowed)
+	}
+}
+
+func testObserverTypedNil(t *testing.T, b Bounded) {
+	var nilRec *recorder
+	for _, o := range []keyrate.Observer{nilRec, keyrate.ObserverFunc(nil)} {
+		_, err := b.New(t, keyrate.PerSecond(1), clock.NewManual(start), keyrate.WithObserver(o))
+		if !errors.Is(err, keyrate.ErrInvalidOption) {
+			t.Errorf("WithObserver(%T nil): New returned %v, want ErrInvalidOption", o, err)
+		}
+	}
+}
+
+func testObserverZeroAllocs(t *testing.T, b Bounded) {
+	c := &counter{}
+	l, _ := openPolicies(t, b, keyrate.Every(time.Nanosecond).WithBurst(1<<20), keyrate.WithObserver(c))
+	l.Allow("k")
+	if n := testing.AllocsPerRun(200, func() { l.Allow("k"); l.AllowN("k", 1) }); n != 0 {
+		t.Errorf("Allow and AllowN with an observer: %v allocs, want 0", n)
+	}
+}

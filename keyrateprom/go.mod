@@ -1,0 +1,29 @@
+module github.com/keyrate/keyrate/keyrateprom
+
+go 1.26.0
+
+// keyrate's modules are developed together (see go.work at the root); the
+// replace keeps this module building and tidy offline against this checkout.
+// Users' builds ignore it: a release tags the root module first and then
+// requires that tag here (see the README's Modules section).
+replace github.com/keyrate/keyrate => ..
+
+require (
+	github.com/keyrate/keyrate v0.0.0-00010101000000-000000000000
+	github.com/prometheus/client_golang v1.25.0
+	github.com/puzpuzpuz/xsync/v3 v3.5.1
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)

@@ -1,0 +1,227 @@
+package keyrateprom
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/isnil"
+)
+
+// MaxPolicies is the most policy label values a Metrics keeps; events for
+// any further policy name are counted under the label value Other.
+const MaxPolicies = 64
+
+// Other is the policy label of events past MaxPolicies distinct names.
+const Other = "other"
+
+// Metrics counts the events of the stores or middleware it observes and
+// exposes them as Prometheus metrics (see the package documentation). It
+// is a keyrate.Observer and a prometheus.Collector; it is safe for
+// concurrent use. Create one with New.
+type Metrics struct {
+	decisions *prometheus.CounterVec // policy, decision
+	shadow    *prometheus.CounterVec // policy
+	cost      *prometheus.CounterVec // policy
+	errs      *prometheus.CounterVec // policy, error
+	degraded  *prometheus.CounterVec // policy, decision
+
+	keys, evictions, refused *prometheus.Desc
+
+	policies *xsync.MapOf[string, *counters]
+	mu       sync.Mutex // serialises adding a policy
+	n        int        // policies added, under mu
+
+	watched atomic.Pointer[watched]
+}
+
+// Stater is what Watch reads at each scrape: the in-process stores (every
+// keyrate.BoundedLimiter) are Staters.
+type Stater interface {
+	Stats() keyrate.Stats
+}
+
+type watched struct{ s Stater }
+
+// error kinds, the values of keyrate_errors_total's error label.
+const (
+	errStoreFull = iota
+	errUnknownPolicy
+	errInvalidCost
+	errInvalidKey
+	errBackend
+	nErrKinds
+)
+
+var errKindNames = [nErrKinds]string{"store_full", "unknown_policy", "invalid_cost", "invalid_key", "backend"}
+
+// counters are one policy's children of the vectors, created when the
+// policy is first seen so that Observe does no label lookup.
+type counters struct {
+	allowed, denied, shadowDenied, cost prometheus.Counter
+	degradedAllowed, degradedDenied     prometheus.Counter
+	errs                                [nErrKinds]prometheus.Counter
+}
+
+// New returns a Metrics whose every metric has the constant label
+// store=name. An empty name is allowed (the label is then empty), and so
+// are several Metrics in one registry as long as their names differ.
+func New(name string) *Metrics {
+	cl := prometheus.Labels{"store": name}
+	counter := func(metric, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keyrate", Name: metric, Help: help, ConstLabels: cl,
+		}, labels)
+	}
+	return &Metrics{
+		decisions: counter("decisions_total",
+			"Rate-limit decisions, by policy and decision (allowed or denied).", "policy", "decision"),
+		shadow: counter("shadow_denied_total",
+			"Denials that shadow mode let through, by policy.", "policy"),
+		cost: counter("cost_allowed_total",
+			"Cost (tokens) allowed, by policy.", "policy"),
+		errs: counter("errors_total",
+			"Calls that ended in an error instead of a decision, by policy and kind.", "policy", "error"),
+		degraded: counter("degraded_total",
+			"Decisions a failure policy made instead of the store, by policy and decision.", "policy", "decision"),
+		keys: prometheus.NewDesc("keyrate_keys",
+			"Keys the store tracks now.", nil, cl),
+		evictions: prometheus.NewDesc("keyrate_evictions_total",
+			"Buckets the store evicted because they were full.", nil, cl),
+		refused: prometheus.NewDesc("keyrate_refused_total",
+			"New keys the store refused because it tracked its maximum.", nil, cl),
+		policies: xsync.NewMapOf[string, *counters](),
+	}
+}
+
+// Watch makes each scrape read s.Stats() for keyrate_keys,
+// keyrate_evictions_total and keyrate_refused_total. A later Watch replaces
+// the store watched; a nil s stops watching. A typed nil (such as a nil
+// *atomicbucket.Store), whose Stats would panic at the scrape, is refused
+// with an error and changes nothing.
+func (m *Metrics) Watch(s Stater) error {
+	switch {
+	case s == nil:
+		m.watched.Store(nil)
+	case isnil.Is(s):
+		return fmt.Errorf("keyrateprom: Watch: a nil %T", s)
+	default:
+		m.watched.Store(&watched{s: s})
+	}
+	return nil
+}
+
+// Observe counts e. It is the keyrate.Observer method.
+func (m *Metrics) Observe(e keyrate.Event) {
+	c := m.counters(e.Policy)
+	switch {
+	case e.Err != nil:
+		c.errs[errKind(e.Err)].Inc()
+		return
+	case e.Allowed:
+		c.allowed.Inc()
+		if e.Cost > 0 {
+			c.cost.Add(float64(e.Cost))
+		}
+	default:
+		c.denied.Inc()
+		if e.Shadow {
+			c.shadowDenied.Inc()
+		}
+	}
+	if e.Degraded {
+		if e.Allowed {
+			c.degradedAllowed.Inc()
+		} else {
+			c.degradedDenied.Inc()
+		}
+	}
+}
+
+// counters returns policy's counters, creating them on first sight, and
+// Other's once MaxPolicies names have been seen.
+func (m *Metrics) counters(policy string) *counters {
+	if c, ok := m.policies.Load(policy); ok {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.policies.Load(policy); ok {
+		return c
+	}
+	label := policy
+	if m.n >= MaxPolicies {
+		if c, ok := m.policies.Load(Other); ok {
+			return c
+		}
+		label = Other
+	}
+	c := &counters{
+		allowed:         m.decisions.WithLabelValues(label, "allowed"),
+		denied:          m.decisions.WithLabelValues(label, "denied"),
+		shadowDenied:    m.shadow.WithLabelValues(label),
+		cost:            m.cost.WithLabelValues(label),
+		degradedAllowed: m.degraded.WithLabelValues(label, "allowed"),
+		degradedDenied:  m.degraded.WithLabelValues(label, "denied"),
+	}
+	for k, name := range errKindNames {
+		c.errs[k] = m.errs.WithLabelValues(label, name)
+	}
+	m.policies.Store(label, c)
+	if label != Other {
+		m.n++
+	}
+	return c
+}
+
+func errKind(err error) int {
+	switch {
+	case errors.Is(err, keyrate.ErrStoreFull):
+		return errStoreFull
+	case errors.Is(err, keyrate.ErrUnknownPolicy):
+		return errUnknownPolicy
+	case errors.Is(err, keyrate.ErrInvalidCost), errors.Is(err, keyrate.ErrCostExceedsBurst):
+		return errInvalidCost
+	case errors.Is(err, keyrate.ErrInvalidKey):
+		return errInvalidKey
+	default:
+		return errBackend
+	}
+}
+
+// Describe is the prometheus.Collector method.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.decisions.Describe(ch)
+	m.shadow.Describe(ch)
+	m.cost.Describe(ch)
+	m.errs.Describe(ch)
+	m.degraded.Describe(ch)
+	ch <- m.keys
+	ch <- m.evictions
+	ch <- m.refused
+}
+
+// Collect is the prometheus.Collector method.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.decisions.Collect(ch)
+	m.shadow.Collect(ch)
+	m.cost.Collect(ch)
+	m.errs.Collect(ch)
+	m.degraded.Collect(ch)
+	if w := m.watched.Load(); w != nil {
+		st := w.s.Stats()
+		ch <- prometheus.MustNewConstMetric(m.keys, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(st.Evictions))
+		ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(st.Refused))
+	}
+}
+
+var (
+	_ keyrate.Observer     = (*Metrics)(nil)
+	_ prometheus.Collector = (*Metrics)(nil)
+)
