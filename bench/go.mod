@@ -4,8 +4,21 @@ go 1.26.0
 
 require (
 	github.com/keyrate/keyrate v0.0.0-00010101000000-000000000000
+	github.com/keyrate/keyrate/keyrateprom v0.0.0-00010101000000-000000000000
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 // keyrate's modules are developed together (see go.work at the root); the
@@ -13,3 +26,5 @@ require (
 // Users' builds ignore it: a release tags the root module first and then
 // requires that tag here (see the README's Modules section).
 replace github.com/keyrate/keyrate => ..
+
+replace github.com/keyrate/keyrate/keyrateprom => ../keyrateprom

@@ -125,6 +125,9 @@ func (in *Interceptor) allow(ctx context.Context, method string) (keyrate.Decisi
 		err = fmt.Errorf("%w: the key function returned an empty key", ErrNoKey)
 	}
 	if err != nil {
+		if in.observer != nil {
+			in.observe(key, keyrate.DefaultPolicy, 0, false, err)
+		}
 		if errors.Is(err, ErrNoKey) {
 			return keyrate.Decision{}, status.Error(in.noKeyCode, err.Error())
 		}
@@ -155,6 +158,13 @@ func (in *Interceptor) allow(ctx context.Context, method string) (keyrate.Decisi
 		d, err = in.ctxLimiter.AllowNContext(ctx, key, cost)
 	default:
 		d, err = in.limiter.AllowN(key, cost)
+	}
+	if in.observer != nil {
+		policy := d.Policy
+		if policy == "" {
+			policy = tier.Name()
+		}
+		in.observe(key, policy, cost, d.Allowed, err)
 	}
 	if err != nil {
 		if errors.Is(err, keyrate.ErrInvalidCost) || errors.Is(err, keyrate.ErrCostExceedsBurst) ||

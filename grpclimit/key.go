@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/peer"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/clientkey"
 )
 
@@ -18,7 +19,8 @@ var (
 	// metadata ByMetadata reads is missing or empty, or a custom key
 	// function returned "". An empty key is never used, so that keyless
 	// calls do not share one bucket.
-	ErrNoKey = errors.New("grpclimit: call has no key")
+	// It wraps keyrate.ErrInvalidKey.
+	ErrNoKey = fmt.Errorf("grpclimit: call has no key (%w)", keyrate.ErrInvalidKey)
 
 	// ErrNoPeer reports a call whose context has no peer (grpc/peer), so
 	// that ByPeer has no address: not a call a gRPC server makes.

@@ -38,7 +38,8 @@ type config struct {
 	noKeyCode codes.Code
 	shadow    bool
 	onShadow  ShadowFunc
-	err       error // the first option that did not apply
+	observer  keyrate.Observer // WithObserver's; nil for none
+	err       error            // the first option that did not apply
 }
 
 // fail records the first option error.

@@ -18,7 +18,8 @@ var (
 	// header ByHeader reads is missing or empty, or a custom key function
 	// returned "". An empty key is never used, so that keyless requests do
 	// not share one bucket.
-	ErrNoKey = errors.New("httplimit: request has no key")
+	// It wraps keyrate.ErrInvalidKey.
+	ErrNoKey = fmt.Errorf("httplimit: request has no key (%w)", keyrate.ErrInvalidKey)
 
 	// ErrBadAddress reports an address ByIP could not parse where it needed
 	// one: the connection's remote address, or an entry of a forwarding

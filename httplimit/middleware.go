@@ -126,6 +126,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("%w: the key function returned an empty key", ErrNoKey)
 	}
 	if err != nil {
+		if m.observer != nil {
+			m.observe(key, nil, 0, "", false, err)
+		}
 		switch {
 		case m.shadow:
 			m.shadowPass(r, keyrate.Decision{}, err)
@@ -157,6 +160,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d, err = m.ctxLimiter.AllowNContext(r.Context(), key, cost)
 	default:
 		d, err = m.limiter.AllowN(key, cost)
+	}
+	if m.observer != nil {
+		m.observe(key, slot, cost, d.Policy, d.Allowed, err)
 	}
 	if err != nil {
 		switch {

@@ -40,6 +40,8 @@ type config struct {
 	// shadow is set by WithShadow, onShadow its report function.
 	shadow   bool
 	onShadow ShadowFunc
+	// observer is WithObserver's, nil for none.
+	observer keyrate.Observer
 	err      error // the first option that did not apply
 }
 

@@ -13,9 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/httplimit"
+	"github.com/keyrate/keyrate/keyrateprom"
 )
 
 func init() {
@@ -38,7 +42,10 @@ down gracefully. Try it with
 	curl -i http://127.0.0.1:8080/
 
 An allowed request gets 200 with RateLimit-Policy and RateLimit header
-fields; past the limit, 429 Too Many Requests with Retry-After. Bad flags
+fields; past the limit, 429 Too Many Requests with Retry-After. GET
+/metrics, which is not rate-limited, answers Prometheus metrics: the
+decisions per policy, requests without a key, and the keys the store
+tracks (see the keyrateprom module). Bad flags
 print one line on stderr and exit with status 2; a server that cannot
 start exits with status 1.
 
@@ -185,14 +192,30 @@ func (c serveConfig) handler() (http.Handler, error) {
 	if c.tierHeader != "" {
 		opts = append(opts, httplimit.TierByHeader(c.tierHeader))
 	}
+	// The middleware, not the store, reports to the metrics: it also
+	// knows of requests without a key.
+	metrics := keyrateprom.New("serve")
+	if st, ok := limiter.(keyrateprom.Stater); ok {
+		if err := metrics.Watch(st); err != nil {
+			return nil, err
+		}
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(metrics); err != nil {
+		return nil, err
+	}
+	opts = append(opts, httplimit.WithObserver(metrics))
 	mw, err := httplimit.New(limiter, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
-	})), nil
+	})))
+	return mux, nil
 }
 
 // describe returns a one-line summary of c for the start-up message.

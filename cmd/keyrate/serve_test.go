@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,6 +109,21 @@ func get(t *testing.T, client *http.Client, url string, hdr ...string) (int, htt
 	return resp.StatusCode, resp.Header
 }
 
+// getBody GETs url and returns the status code and the body.
+func getBody(t *testing.T, client *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading the body: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
+}
+
 // startServe serves c's handler on a free loopback port, on a frozen
 // clock, and returns its URL, a client, and a function that shuts it down
 // through its context and checks that it stopped.
@@ -188,6 +204,32 @@ func TestServe(t *testing.T) {
 			if c.trust != "" { // another forwarded client has its own bucket
 				if code, _ := get(t, client, url, "X-Forwarded-For", "203.0.113.10"); code != 200 {
 					t.Errorf("second forwarded client: status %d, want 200", code)
+				}
+			}
+
+			// /metrics is served beside the limited handler, is not
+			// limited itself, and counts what happened above.
+			keys, allowed, noKey := "1", "2", "0"
+			if c.trust != "" {
+				keys, allowed = "2", "3"
+			}
+			if c.key.header != "" {
+				noKey = "1"
+			}
+			for range 3 {
+				code, body := getBody(t, client, url+"metrics")
+				if code != 200 {
+					t.Fatalf("GET /metrics: status %d", code)
+				}
+				for _, line := range []string{
+					`keyrate_decisions_total{decision="allowed",policy="default",store="serve"} ` + allowed,
+					`keyrate_decisions_total{decision="denied",policy="default",store="serve"} 1`,
+					`keyrate_errors_total{error="invalid_key",policy="default",store="serve"} ` + noKey,
+					`keyrate_keys{store="serve"} ` + keys,
+				} {
+					if !slices.Contains(strings.Split(body, "\n"), line) {
+						t.Errorf("GET /metrics lacks the line %q; it has:\n%s", line, body)
+					}
 				}
 			}
 		})

@@ -1,0 +1,79 @@
+package grpclimit_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/grpclimit"
+)
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []keyrate.Event
+}
+
+func (l *eventLog) Observe(e keyrate.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+// TestObserver: over a real gRPC server, one event per call: allowed,
+// denied, and a call without a key (ErrNoKey, which is
+// keyrate.ErrInvalidKey); under WithShadow the denial is marked Shadow and
+// the call goes through.
+func TestObserver(t *testing.T) {
+	for _, shadow := range []bool{false, true} {
+		store, _ := newStore(t, keyrate.PerMinute(1))
+		var log eventLog
+		opts := []grpclimit.Option{grpclimit.ByMetadata("x-api-key"), grpclimit.WithObserver(&log)}
+		if shadow {
+			opts = append(opts, grpclimit.WithShadow(nil))
+		}
+		in, err := grpclimit.New(store, opts...)
+		require.NoError(t, err)
+		c := serve(t, in)
+		codesGot := []codes.Code{
+			check(withKey("alice"), c).Code(),
+			check(withKey("alice"), c).Code(),
+			check(context.Background(), c).Code(),
+		}
+		want := []codes.Code{codes.OK, codes.ResourceExhausted, codes.InvalidArgument}
+		if shadow {
+			want = []codes.Code{codes.OK, codes.OK, codes.OK}
+		}
+		assert.Equal(t, want, codesGot, "shadow=%v", shadow)
+
+		require.Len(t, log.events, 3, "shadow=%v", shadow)
+		def := keyrate.DefaultPolicy
+		for i, w := range []keyrate.Event{
+			{Key: "alice", Policy: def, Cost: 1, Allowed: true, Shadow: shadow},
+			{Key: "alice", Policy: def, Cost: 1, Shadow: shadow},
+			{Policy: def, Shadow: shadow},
+		} {
+			e := log.events[i]
+			err := e.Err
+			e.Err = nil
+			assert.Equal(t, w, e, "shadow=%v event %d", shadow, i)
+			if i == 2 {
+				assert.ErrorIs(t, err, grpclimit.ErrNoKey)
+				assert.ErrorIs(t, err, keyrate.ErrInvalidKey)
+			} else {
+				assert.NoError(t, err)
+			}
+		}
+	}
+}
+
+func TestObserverTypedNil(t *testing.T) {
+	store, _ := newStore(t, keyrate.PerMinute(1))
+	var l *eventLog
+	_, err := grpclimit.New(store, grpclimit.WithObserver(l))
+	require.ErrorIs(t, err, keyrate.ErrInvalidOption)
+}

@@ -1,0 +1,41 @@
+package httplimit
+
+import (
+	"fmt"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/isnil"
+)
+
+// WithObserver makes the middleware tell o of each request it decides
+// (see keyrate.Observer), with what only it knows: Event.Shadow is set
+// under WithShadow, whose denials are let through, and a request without
+// a key is reported with Err wrapping ErrNoKey (and keyrate.ErrInvalidKey)
+// rather than being lost. Give an observer to the middleware or to the
+// store (keyrate.WithObserver), not both: each would report every request.
+// The default is none. A typed nil o makes New fail with an error.
+func WithObserver(o keyrate.Observer) Option {
+	return func(c *config) {
+		switch {
+		case o == nil:
+		case isnil.Is(o):
+			c.fail(fmt.Errorf("%w: httplimit.WithObserver: a nil %T", keyrate.ErrInvalidOption, o))
+		default:
+			c.observer = o
+		}
+	}
+}
+
+// observe tells the observer of a request decided under policy (the
+// decision's; "" when there is none) that allowed or denied cost, or
+// failed with err; slot is the tier's slot, nil for the default policy.
+// Callers test m.observer first.
+func (m *middleware) observe(key string, slot *policySlot, cost int, policy string, allowed bool, err error) {
+	if policy == "" {
+		policy = keyrate.DefaultPolicy
+		if slot != nil {
+			policy = slot.name
+		}
+	}
+	m.observer.Observe(keyrate.Event{Key: key, Policy: policy, Cost: cost, Allowed: allowed, Err: err, Shadow: m.shadow})
+}
