@@ -68,6 +68,7 @@ func Markdown(w io.Writer, sets ...*Set) {
 	m.charts()
 	m.nsTables()
 	m.allocs()
+	m.contention()
 	m.memory()
 	m.redis()
 	if len(sets) == 2 {
@@ -502,6 +503,49 @@ func (m *md) allocs() {
 			}
 		}
 		m.p("| %s |", strings.Join(row, " | "))
+	}
+	m.p("")
+}
+
+// contention writes atomicbucket's failed compare-and-swaps per call
+// (retries/op) on the workloads where goroutines share keys, by core
+// count: how much of a hot key's cost is retried work rather than the
+// transfer of the key's cache line, which every store pays.
+func (m *md) contention() {
+	s := m.s
+	type row struct {
+		subj, wl string
+		cells    []string
+	}
+	var rows []row
+	for _, subj := range s.Subjects {
+		for _, wl := range s.Workloads {
+			r, any := row{subj: subj, wl: wl}, false
+			for _, p := range s.Procs {
+				if v, ok := s.Median(allow(subj, wl, p, unitRetry)); ok {
+					r.cells, any = append(r.cells, fmt.Sprintf("%.4g", v)), true
+				} else {
+					r.cells = append(r.cells, "—")
+				}
+			}
+			if any {
+				rows = append(rows, r)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	m.p("## Compare-and-swap retries\n")
+	m.p("atomicbucket's failed compare-and-swaps per call (retries/op, the median; a failed swap is retried with the same clock reading). A retry is the only work the lock-free loop repeats under contention; the cost of contention beyond it is the transfer of the key's cache line between cores, which the locking stores pay too (twice: lock and unlock).\n")
+	head := []string{"store", "workload"}
+	for _, p := range s.Procs {
+		head = append(head, m.procsLabel(p))
+	}
+	m.p("| %s |", strings.Join(head, " | "))
+	m.p("|---|---|%s", strings.Repeat("---:|", len(s.Procs)))
+	for _, r := range rows {
+		m.p("| `%s` | `%s` | %s |", r.subj, r.wl, strings.Join(r.cells, " | "))
 	}
 	m.p("")
 }

@@ -639,3 +639,43 @@ func TestMarkdownDeltasOpRows(t *testing.T) {
 		t.Errorf("report lacks %q", want)
 	}
 }
+
+// TestMarkdownContention: the retries/op of atomic's rows are tabled by
+// core count, and a set without them has no such section.
+func TestMarkdownContention(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("goos: linux\n")
+	b.WriteString(lines("store=mutex/wl=hotkey", 1, 3, 50, 0))
+	for _, p := range []int{1, 2} {
+		for i := range 3 {
+			suffix := map[int]string{1: "", 2: "-2"}[p]
+			fmt.Fprintf(&b, "BenchmarkAllow/store=atomic/wl=hotkey%s \t1000\t%d ns/op\t1.000 allowed/op\t%g retries/op\t0 B/op\t0 allocs/op\n",
+				suffix, 40+i, float64(p-1)*0.01*float64(i+1))
+		}
+	}
+	s, err := Read(strings.NewReader(b.String()), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	Markdown(&buf, s)
+	md := buf.String()
+	for _, want := range []string{
+		"## Compare-and-swap retries",
+		"| store | workload | -cpu 1 | -cpu 2 |",
+		"| `atomic` | `hotkey` | 0 | 0.02 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "| `mutex` | `hotkey` |") {
+		t.Error("the retries table has a row for mutex, which reports no retries/op")
+	}
+
+	buf.Reset()
+	Markdown(&buf, fixture(t))
+	if strings.Contains(buf.String(), "Compare-and-swap retries") {
+		t.Error("a set without retries/op has a retries section")
+	}
+}

@@ -49,6 +49,7 @@ const (
 	unitGC     = "gc-ns"
 	unitP50    = "p50-ns"
 	unitP99    = "p99-ns"
+	unitRetry  = "retries/op"
 )
 
 // BenchmarkAllow's wait rows (op= values, see package bench): a store's
