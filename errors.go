@@ -47,6 +47,13 @@ var (
 	// already tracks are served normally. The error names the limit.
 	ErrStoreFull = errors.New("keyrate: store full")
 
+	// ErrUnsupportedAlgorithm reports a limit whose algorithm the store
+	// cannot carry, from New or SetPolicy (SlidingLog on atomicbucket and
+	// redisbucket; the error then wraps ErrInvalidLimit or
+	// ErrInvalidPolicy too), or a call the algorithm does not support
+	// (Reserve and Wait under SlidingLog). The error names the algorithm.
+	ErrUnsupportedAlgorithm = errors.New("keyrate: unsupported algorithm")
+
 	// ErrWaitExceedsDeadline reports a Wait that would end after its
 	// context's deadline: it returns at once, spending nothing. The error
 	// wraps context.DeadlineExceeded too, so errors.Is(err,

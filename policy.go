@@ -64,6 +64,9 @@ func (p Policy) Validate() error {
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("%w: %q window %d (%v): %w", ErrInvalidPolicy, p.Name, i, l, err)
 		}
+		if l.Algorithm == SlidingLog && len(p.Limits) > 1 {
+			return fmt.Errorf("%w: %q window %d (%v) is a sliding log, which must be its policy's only window (it has %d)", ErrInvalidPolicy, p.Name, i, l, len(p.Limits))
+		}
 	}
 	return nil
 }

@@ -113,10 +113,16 @@ var (
 // keyrate.WithPolicies and keyrate.WithPolicyFunc. It returns an error
 // wrapping keyrate.ErrInvalidLimit, keyrate.ErrInvalidPolicy or
 // keyrate.ErrInvalidOption if limit, a policy or an option is out of
-// range.
+// range. The store keeps one word per window, and so refuses
+// keyrate.SlidingLog, here and in SetPolicy, with an error wrapping
+// keyrate.ErrUnsupportedAlgorithm.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	s := new(Store)
 	if err := s.words.Init(&s.pols, limit, opts, newBucket); err != nil {
+		return nil, err
+	}
+	if err := s.pols.RefuseLog("atomicbucket"); err != nil {
+		s.words.Close() // stops a background sweeper
 		return nil, err
 	}
 	s.strs = s.words.Strings()

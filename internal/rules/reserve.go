@@ -104,6 +104,13 @@ func (p *Rule) pending(s State, now uint64) bool {
 // to the tick (Rule.Reserve); with several windows it is rounded up to a
 // whole nanosecond. cost must satisfy CheckCost.
 func (rs *Rules) Reserve(s []State, t time.Duration, cost int, wait time.Duration) (slot time.Duration, denied int) {
+	if rs.log { // a log never waits
+		r := &rs.rules[0]
+		if r.logTake(s, r.Ticks(t), cost) {
+			return t, -1
+		}
+		return r.reading(uint64(s[3])), 0
+	}
 	if len(rs.rules) == 1 {
 		r := &rs.rules[0]
 		now := r.Ticks(t)
@@ -204,7 +211,7 @@ func (rs *Rules) End(s []State) State {
 // the same reservation finds the states moved. Read t after loading s, so
 // that no request decided before s was loaded holds a later reading.
 func (rs *Rules) Cancel(s []State, end State, t, slot time.Duration, cost int) bool {
-	if len(rs.rules) == 0 || cost < 1 || cost > rs.minBurst || rs.End(s) != end || t >= slot || !rs.pending(s, t) {
+	if len(rs.rules) == 0 || rs.log || cost < 1 || cost > rs.minBurst || rs.End(s) != end || t >= slot || !rs.pending(s, t) {
 		return false // a cost no reservation under rs can have, too
 	}
 	var next [keyrate.MaxLimits]State

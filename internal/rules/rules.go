@@ -24,6 +24,8 @@ type Rules struct {
 	rules     []Rule
 	minBurst  int
 	oneBucket bool
+	log       bool // one SlidingLog window: see log.go
+	words     int  // the states of a key: Len
 }
 
 // NewRules compiles p for clock c (clock.System() if nil), with the
@@ -62,9 +64,24 @@ func (rs *Rules) Policy() keyrate.Policy {
 // no windows.
 func (rs *Rules) Unlimited() bool { return rs.policy.Unlimited }
 
-// Len returns the number of windows: the length of the state slices the
-// other methods take.
-func (rs *Rules) Len() int { return len(rs.rules) }
+// Len returns the number of states of a key, the length of the state
+// slices the other methods take: one per window, or LogWords for a
+// SlidingLog policy (IsLog), whose one window has a Log beside them.
+func (rs *Rules) Len() int { return rs.words }
+
+// FullStates fills s, Len states, with those of a full bucket (a new key)
+// at reading t: each window's FullState.
+func (rs *Rules) FullStates(t time.Duration, s []State) {
+	if rs.log {
+		r := &rs.rules[0]
+		r.logFullStates(r.Ticks(t), s)
+		return
+	}
+	for i := range rs.rules {
+		r := &rs.rules[i]
+		s[i] = r.FullState(r.Ticks(t))
+	}
+}
 
 // OneBucket reports whether the policy is one token-bucket window: the
 // case a store may decide with Rule(0).ReserveBucket, the inlined
@@ -114,7 +131,17 @@ func (rs *Rules) CheckCost(cost int) error {
 // holds them, updating s and returning -1, or returns the index of the
 // first window that does not, leaving s unchanged. It is pure, and never
 // moves a state backwards. cost must satisfy CheckCost.
+//
+// A SlidingLog policy's Take reads and writes its summary alone (see
+// log.go), and writes it on a deny too, with nothing more counted.
 func (rs *Rules) Take(s []State, t time.Duration, cost int) (denied int) {
+	if rs.log {
+		r := &rs.rules[0]
+		if r.logTake(s, r.Ticks(t), cost) {
+			return -1
+		}
+		return 0
+	}
 	var next [keyrate.MaxLimits]State
 	for i := range rs.rules {
 		r := &rs.rules[i]
@@ -133,6 +160,11 @@ func (rs *Rules) Take(s []State, t time.Duration, cost int) (denied int) {
 // owes more than its Burst (a reservation's slot lies ahead), no window
 // gains anything.
 func (rs *Rules) Refund(s []State, t time.Duration, cost int) {
+	if rs.log {
+		r := &rs.rules[0]
+		r.logRefund(s, r.Ticks(t), cost)
+		return
+	}
 	if rs.pending(s, t) {
 		return
 	}
@@ -145,6 +177,10 @@ func (rs *Rules) Refund(s []State, t time.Duration, cost int) {
 // Full reports whether every window's state in s is full at reading t:
 // the key is then indistinguishable from a new one.
 func (rs *Rules) Full(s []State, t time.Duration) bool {
+	if rs.log { // nothing in the log within the window
+		r := &rs.rules[0]
+		return uint64(s[2]) <= r.Ticks(t)
+	}
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		if !r.Full(s[i], r.Ticks(t)) {
@@ -157,6 +193,9 @@ func (rs *Rules) Full(s []State, t time.Duration) bool {
 // Reading returns the earliest clock reading at which every window's
 // state in s is full (see Rule.Reading).
 func (rs *Rules) Reading(s []State) time.Duration {
+	if rs.log {
+		return rs.rules[0].reading(uint64(s[2]))
+	}
 	var t time.Duration = math.MinInt64
 	for i := range rs.rules {
 		t = max(t, rs.rules[i].Reading(s[i]))
@@ -185,7 +224,20 @@ func (rs *Rules) Reading(s []State) time.Duration {
 // rs was compiled: until then it refills at its old rates. (Carrying it
 // at the moment of a change would let a sweep that removed a bucket full
 // under the old rates change the key's decision.)
+//
+// A SlidingLog window carries the cost its log counts at the later of t
+// and its clock, whole, as the debt of window 0 of rs, owed from then. A
+// window carried into a SlidingLog policy becomes one entry of its debt
+// (capped at N), at the later of t and W before the tick at which its old
+// state is full, so that the log lets nothing through before the old
+// state would have; a log carried into a log keeps its cost collapsed onto
+// its newest entry. Neither mints anything: the new log holds at least the
+// old state's debt until the old state would have been full.
 func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
+	if rs.log || from.log {
+		rs.carryLog(from, s, t, into)
+		return
+	}
 	for i := range rs.rules {
 		r := &rs.rules[i]
 		now := r.Ticks(t)
@@ -206,6 +258,9 @@ func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) keyrat
 	}
 	if len(rs.rules) == 1 {
 		r := &rs.rules[0]
+		if rs.log {
+			return r.logDecide(s, r.Ticks(t), cost, denied < 0)
+		}
 		return r.Decide(s[0], r.Ticks(t), cost, denied < 0)
 	}
 	d := keyrate.Decision{Allowed: denied < 0, Policy: rs.policy.Name, Window: -1}
@@ -234,6 +289,12 @@ func (rs *Rules) Peek(s []State, t time.Duration) keyrate.Decision {
 	if rs.policy.Unlimited {
 		return rs.UnlimitedDecision()
 	}
+	if rs.log {
+		r := &rs.rules[0]
+		now := r.Ticks(t)
+		_, used, _ := r.logView(s, now)
+		return r.logDecide(s, now, 1, used+1 <= r.n)
+	}
 	denied := -1
 	for i := range rs.rules {
 		r := &rs.rules[i]
@@ -243,6 +304,34 @@ func (rs *Rules) Peek(s []State, t time.Duration) keyrate.Decision {
 		}
 	}
 	return rs.Decide(s, t, 1, denied)
+}
+
+// carryLog is Carry where rs or from is a SlidingLog policy.
+func (rs *Rules) carryLog(from *Rules, s []State, t time.Duration, into []State) {
+	f, p := &from.rules[0], &rs.rules[0]
+	if rs.log {
+		var debt, end uint64
+		if from.log {
+			debt, end = f.logDebt(s, f.Ticks(t)), uint64(s[2])
+		} else {
+			num, den := f.Debt(s[0], f.Ticks(t))
+			debt = num / den
+			if num%den != 0 {
+				debt++
+			}
+			end = p.Ticks(f.Reading(s[0]))
+		}
+		p.logCarry(debt, end, p.Ticks(t), into)
+		return
+	}
+	// From a log: window 0 owes its cost from the log's clock on.
+	te, debt, _ := f.logView(s, f.Ticks(t))
+	now := max(p.Ticks(t), p.Ticks(f.reading(te)))
+	into[0] = p.Carry(debt, 1, now)
+	for i := 1; i < len(rs.rules); i++ {
+		r := &rs.rules[i]
+		into[i] = r.FullState(r.Ticks(t))
+	}
 }
 
 // UnlimitedDecision is the Decision of an unlimited policy: allowed, with
@@ -271,5 +360,10 @@ func compilePolicy(p keyrate.Policy) (*Rules, error) {
 		rs.minBurst = min(rs.minBurst, l.Burst)
 	}
 	rs.oneBucket = len(rs.rules) == 1 && rs.rules[0].alg == keyrate.TokenBucket
+	rs.log = rs.rules[0].alg == keyrate.SlidingLog
+	rs.words = len(rs.rules)
+	if rs.log {
+		rs.words = LogWords
+	}
 	return rs, nil
 }

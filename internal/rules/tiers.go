@@ -47,6 +47,8 @@ type Policies struct {
 	fn    func(key string) string
 	obs   keyrate.Observer // WithObserver's; nil for none
 
+	noLog string // the store that refuses SlidingLog policies (RefuseLog)
+
 	mu    sync.Mutex                           // serialises Set
 	names atomic.Pointer[map[string]*tierSlot] // copy-on-write
 	few   atomic.Pointer[[]*tierSlot]          // the slots, if at most scanFew
@@ -187,6 +189,9 @@ func (ps *Policies) Set(p keyrate.Policy) error {
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	if ps.noLog != "" && rs.log {
+		return fmt.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidPolicy, keyrate.ErrUnsupportedAlgorithm, ps.noLog, p.Name, keyrate.SlidingLog)
+	}
 	names := *ps.names.Load()
 	if slot := names[p.Name]; slot != nil {
 		slot.cur.Store(rs)
@@ -208,4 +213,22 @@ func (ps *Policies) List() []keyrate.Policy {
 		out = append(out, slot.cur.Load().Policy())
 	}
 	return out
+}
+
+// RefuseLog makes ps refuse SlidingLog policies, for a store (named store)
+// that keeps one word per window: it returns an error wrapping
+// ErrUnsupportedAlgorithm and ErrInvalidLimit if a policy of ps counts with
+// SlidingLog already, and Set refuses one from then on (wrapping
+// ErrUnsupportedAlgorithm and ErrInvalidPolicy). Call it from New, before
+// the store is shared.
+func (ps *Policies) RefuseLog(store string) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.noLog = store
+	for _, slot := range *ps.names.Load() {
+		if rs := slot.cur.Load(); rs.log {
+			return fmt.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidLimit, keyrate.ErrUnsupportedAlgorithm, store, slot.Name, keyrate.SlidingLog)
+		}
+	}
+	return nil
 }

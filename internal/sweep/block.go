@@ -13,17 +13,27 @@ import (
 // than before policies, and the others, for a key under several windows,
 // in an array of their own. First is Fresh for a bucket not spent from
 // yet and rules.Tombstone for one swept. The zero Block is invalid.
+//
+// A SlidingLog policy's block keeps its key's log in Rest too (see
+// block_log.go), and its states are the log's summary.
 type Block struct {
 	Rules *rules.Rules
 	First rules.State
-	Rest  *[keyrate.MaxLimits - 1]rules.State
+	Rest  *Rest
+}
+
+// Rest is what a block of several states keeps out of line: the states
+// after the first, and a SlidingLog policy's log.
+type Rest struct {
+	S   [keyrate.MaxLimits - 1]rules.State
+	Log *rules.Log
 }
 
 // NewBlock returns a block under rs in states s (Fresh if s is nil).
 func NewBlock(rs *rules.Rules, s []rules.State) Block {
 	b := Block{Rules: rs, First: Fresh}
 	if n := rs.Len(); n > 1 {
-		b.Rest = new([keyrate.MaxLimits - 1]rules.State)
+		b.Rest = &Rest{Log: rs.NewLog(s)}
 	}
 	if s != nil {
 		b.Store(s)
@@ -31,14 +41,19 @@ func NewBlock(rs *rules.Rules, s []rules.State) Block {
 	return b
 }
 
-// Load copies the block's states into s, one per window.
+// Load copies the block's states into s, one per window: a SlidingLog
+// policy's log's summary as read now (rules.Rules.LogView).
 func (b *Block) Load(s []rules.State) {
 	if len(s) == 0 {
 		return
 	}
+	if l := b.log(); l != nil {
+		b.Rules.LogView(l, s)
+		return
+	}
 	s[0] = b.First
 	if len(s) > 1 {
-		copy(s[1:], b.Rest[:len(s)-1])
+		copy(s[1:], b.Rest.S[:len(s)-1])
 	}
 }
 
@@ -49,7 +64,7 @@ func (b *Block) Store(s []rules.State) {
 	}
 	b.First = s[0]
 	if len(s) > 1 {
-		copy(b.Rest[:len(s)-1], s[1:])
+		copy(b.Rest.S[:len(s)-1], s[1:])
 	}
 }
 
@@ -61,6 +76,9 @@ func (b *Block) Store(s []rules.State) {
 // the call into s, and returns the reading it was decided at and
 // rules.Rules.Take's result. b must not be swept.
 func (b *Block) Spend(t time.Duration, cost int, wait time.Duration, floor *Floor, s []rules.State) (time.Duration, int) {
+	if l := b.log(); l != nil {
+		return b.spendLog(l, t, cost, floor, s)
+	}
 	if b.First == Fresh {
 		t = floor.Start(b.Rules, t, s)
 	} else {
@@ -98,6 +116,11 @@ func (b *Block) Refund(t time.Duration, cost int) {
 	}
 	var s [keyrate.MaxLimits]rules.State
 	n := b.Rules.Len()
+	if l := b.log(); l != nil {
+		b.Rules.LogRefund(l, t, cost, s[:n])
+		b.Store(s[:n])
+		return
+	}
 	b.Load(s[:n])
 	b.Rules.Refund(s[:n], t, cost)
 	b.Store(s[:n])

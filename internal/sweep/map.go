@@ -353,10 +353,7 @@ func (f *Floor) Start(rs *rules.Rules, t time.Duration, s []rules.State) time.Du
 	if fl > t {
 		t = max(t, rs.Now())
 	}
-	for i := range rs.Len() {
-		r := rs.Rule(i)
-		s[i] = r.FullState(r.Ticks(fl))
-	}
+	rs.FullStates(fl, s)
 	return t
 }
 

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/keyrate/keyrate"
@@ -100,6 +101,9 @@ func reserve(f Reserver, key string, rs *rules.Rules, cost int, wait time.Durati
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Reservation{}, err
 	}
+	if rs.IsLog() {
+		return keyrate.Reservation{}, noWait(rs)
+	}
 	if rs.Unlimited() {
 		return rs.Reserved(f, key, nil, 0, cost, wait, -1), nil
 	}
@@ -124,6 +128,9 @@ func wait(ctx context.Context, pols *rules.Policies, f Reserver, key string, rs 
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
+	if rs.IsLog() {
+		return noWait(rs)
+	}
 	if state, t, ok, hit := f.ReserveOne(key, rs, cost, wait); hit {
 		if r := rs.Rule(0); ok && !r.Waits(state, r.Ticks(t)) {
 			return nil
@@ -144,4 +151,10 @@ func observe(pols *rules.Policies, key string, rs *rules.Rules, cost int, r keyr
 	if pols.Observer() != nil {
 		pols.Observe(key, rs.Name(), cost, err == nil && r.OK(), err)
 	}
+}
+
+// noWait is the error of Reserve and Wait under a SlidingLog policy rs,
+// which never waits: it wraps keyrate.ErrUnsupportedAlgorithm.
+func noWait(rs *rules.Rules) error {
+	return fmt.Errorf("%w: policy %q counts with %v, which does not reserve or wait (use AllowN)", keyrate.ErrUnsupportedAlgorithm, rs.Name(), keyrate.SlidingLog)
 }

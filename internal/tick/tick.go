@@ -41,14 +41,18 @@ const (
 	TokenBucket = iota
 	FixedWindow
 	SlidingWindow
+	SlidingLog
 )
+
+// MaxLogRate is the largest Rate of a SlidingLog limit (keyrate.MaxLogRate).
+const MaxLogRate = 1 << 16
 
 // Spec is a limit as keyrate.Limit holds it.
 type Spec struct {
 	Rate  int
 	Per   time.Duration
 	Burst int
-	Alg   uint8  // TokenBucket, FixedWindow or SlidingWindow
+	Alg   uint8  // TokenBucket, FixedWindow, SlidingWindow or SlidingLog
 	Name  string // the algorithm's name, for errors
 }
 
@@ -79,8 +83,10 @@ func (u Unit) FillTime() time.Duration {
 // ErrInvalidLimit.
 func Compile(l Spec) (Unit, error) {
 	switch {
-	case l.Alg > SlidingWindow:
-		return Unit{}, fmt.Errorf("%s is not one of token-bucket, fixed-window, sliding-window", l.Name)
+	case l.Alg > SlidingLog:
+		return Unit{}, fmt.Errorf("%s is not one of token-bucket, fixed-window, sliding-window, sliding-log", l.Name)
+	case l.Alg == SlidingLog:
+		return compileLog(l)
 	case l.Alg != TokenBucket:
 		return compileWindow(l)
 	case l.Rate < 1:
@@ -187,6 +193,25 @@ func compileWindow(l Spec) (Unit, error) {
 	p.Interval = 1
 	p.MaxNanos = time.Duration(span(b))
 	return p, nil
+}
+
+// compileLog validates l, a SlidingLog limit: one tick a nanosecond, the
+// window W and the limit N, and the clock range of a token bucket less W.
+func compileLog(l Spec) (Unit, error) {
+	switch {
+	case l.Rate < 1:
+		return Unit{}, fmt.Errorf("Rate %d is below 1", l.Rate)
+	case l.Rate > MaxLogRate:
+		return Unit{}, fmt.Errorf("Rate %d is above the most of %d a %s limit can count", l.Rate, MaxLogRate, l.Name)
+	case l.Per < 1:
+		return Unit{}, fmt.Errorf("Per %v is below 1ns", l.Per)
+	case l.Per > maxWindow:
+		return Unit{}, fmt.Errorf("Per %v is above the longest %s window of %v", l.Per, l.Name, time.Duration(maxWindow))
+	case l.Burst != l.Rate:
+		return Unit{}, fmt.Errorf("Burst %d differs from Rate %d, as a %s limit's cannot (build it with Limit.Using)", l.Burst, l.Rate, l.Name)
+	}
+	w := uint64(l.Per)
+	return Unit{Scale: 1, Interval: 1, Fill: w, Exact: true, MaxNanos: time.Duration(MaxTicks - w), Win: w, N: uint64(l.Rate)}, nil
 }
 
 // Delay returns slot − t, the wait from reading t until reading slot: 0
