@@ -18,26 +18,23 @@ import (
 //   - TokenBucket: if the bucket holds c tokens (Rate tokens every Per, up
 //     to Burst). Over any interval of length T it admits at most
 //     Burst + Rate·T/Per.
-//
 //   - FixedWindow: if the window ⌊t/W⌋ has admitted at most N − c.
 //     Each aligned window admits at most N, but an interval of length W
 //     across a boundary can see up to 2N.
-//
 //   - SlidingWindow: the sliding-window counter, a weighted estimate from
 //     the previous window's count p and the current one's q: with
 //     e = t mod W, allowed iff p·(W − e) + (q + c)·W ≤ N·W. Each aligned
 //     window admits at most N; an interval of length W admits less than
 //     2N, and exactly at most N when the previous window's requests were
 //     spread evenly over it.
-//
 //   - SlidingLog: the sliding-window log, exact: allowed iff the cost
 //     admitted in (t − W, t] plus c is at most N. Any interval of length
 //     W admits at most N. It keeps each key's admissions within the last
 //     window (up to N entries of 12 bytes, N at most MaxLogRate), so it
 //     cannot live in one word: mutexbucket and striped carry it beside
-//     the key's bucket; atomicbucket and redisbucket refuse it with
-//     ErrUnsupportedAlgorithm. A SlidingLog limit must be its policy's
-//     only window. It never waits: Reserve and Wait under it return
+//     the key's bucket; atomicbucket refuses it with
+//     ErrUnsupportedAlgorithm, and redisbucket with ErrInvalidLimit. A
+//     SlidingLog limit must be its policy's only window. It never waits: Reserve and Wait under it return
 //     ErrUnsupportedAlgorithm; Refund gives cost back off the newest
 //     admissions. A reading older than one the key has seen is decided
 //     at the latest one.

@@ -48,9 +48,8 @@ var (
 	ErrStoreFull = errors.New("keyrate: store full")
 
 	// ErrUnsupportedAlgorithm reports a limit whose algorithm the store
-	// cannot carry, from New or SetPolicy (SlidingLog on atomicbucket and
-	// redisbucket; the error then wraps ErrInvalidLimit or
-	// ErrInvalidPolicy too), or a call the algorithm does not support
+	// cannot carry, from New or SetPolicy (SlidingLog on atomicbucket;
+	// the error then wraps ErrInvalidLimit or ErrInvalidPolicy too), or a call the algorithm does not support
 	// (Reserve and Wait under SlidingLog). The error names the algorithm.
 	ErrUnsupportedAlgorithm = errors.New("keyrate: unsupported algorithm")
 

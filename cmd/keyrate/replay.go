@@ -60,10 +60,15 @@ window the window's length W, windows are aligned to time 0 of the stream
 	sliding-window   with p and q the requests allowed in the previous and
 	                 the current window, and e = t mod W: allowed iff
 	                 p·(W − e) + (q + 1)·W ≤ N·W
+	sliding-log      allowed iff the requests allowed in (t − W, t] are
+	                 fewer than N
 
 The largest timestamp is then the end of the last window the state can
 count (see keyrate.Algorithm): over 8·10^12 windows for any capacity up to
-1000. A capacity too large for any window is an error on line 2.
+1000. A capacity too large for any window is an error on line 2. The
+sliding log counts a time unit as 1ns, and takes a capacity of at most
+65536 (keyrate.MaxLogRate), a window of at most 2^60, timestamps up to
+2^62 − window, and -store mutex or striped (atomic cannot carry it).
 
 On bad input replay prints one line on stderr naming the input line at
 fault, prints nothing on stdout, and exits with status 2.
@@ -110,7 +115,7 @@ func (f *algorithmFlag) String() string { return keyrate.Algorithm(*f).String() 
 func (f *algorithmFlag) Set(s string) error {
 	a, err := keyrate.ParseAlgorithm(s)
 	if err != nil {
-		return errors.New("want token-bucket, fixed-window or sliding-window")
+		return errors.New("want token-bucket, fixed-window, sliding-window or sliding-log")
 	}
 	*f = algorithmFlag(a)
 	return nil
@@ -123,7 +128,7 @@ func runReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	alg := algorithmFlag(keyrate.TokenBucket)
 	fs := flag.NewFlagSet("keyrate replay", flag.ContinueOnError)
 	fs.Var(&store, "store", "the `name` of the store that decides: mutex, striped or atomic")
-	fs.Var(&alg, "algorithm", "the `name` of the algorithm: token-bucket, fixed-window or sliding-window")
+	fs.Var(&alg, "algorithm", "the `name` of the algorithm: token-bucket, fixed-window, sliding-window or sliding-log")
 	if err := parseFlags(fs, args, replayHelp, stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -183,8 +188,11 @@ func replay(r io.Reader, alg keyrate.Algorithm, newStore func(keyrate.Limit, ...
 	// exact at any unit: u is the least that gives the rule its ten-year
 	// clock range (windowUnit).
 	u := capacity / gcd(capacity, window)
-	if alg.Windowed() {
+	switch {
+	case alg.Windowed():
 		u = windowUnit(alg, capacity, window)
+	case alg == keyrate.SlidingLog: // exact at any unit, and its range is the token bucket's
+		u = 1
 	}
 	cannot := func(why string) error {
 		return in.errorf("capacity %d with window %d cannot be represented: %s", capacity, window, why)

@@ -463,16 +463,21 @@ func BenchmarkReplay(b *testing.B) {
 	}
 }
 
-// windowReference decides reqs with conformance.WindowModel, one per
-// client, each request of cost 1.
+// windowReference decides reqs with conformance.WindowModel (or
+// LogModel for the sliding log), one per client, each request of cost 1.
 func windowReference(alg keyrate.Algorithm, capacity, window int64, reqs []request) string {
-	models := map[string]*conformance.WindowModel{}
+	type model interface{ Take(t, c int64) bool }
+	models := map[string]model{}
 	limit := keyrate.Limit{Rate: int(capacity), Per: time.Duration(window)}.Using(alg)
 	var out strings.Builder
 	for _, r := range reqs {
 		m := models[r.client]
 		if m == nil {
-			m = conformance.NewWindowModel(limit)
+			if alg == keyrate.SlidingLog {
+				m = conformance.NewLogModel(limit)
+			} else {
+				m = conformance.NewWindowModel(limit)
+			}
 			models[r.client] = m
 		}
 		if m.Take(r.ts, 1) {
@@ -494,21 +499,32 @@ func TestReplayAlgorithms(t *testing.T) {
 		{"fixed-window", "allow\nallow\nallow\ndeny\nallow\nallow\nallow\nallow\n"},
 		// 3 in window 0; at 13, 3·7 + 1·10 = 31 > 30; at 14, 3·6 + 10 = 28
 		{"sliding-window", "allow\nallow\nallow\ndeny\ndeny\ndeny\nallow\nallow\n"},
+		// 0, 1, 9 in (−1, 9]; at 10, 0 has left; at 13 (3, 13] holds 9, 10
+		{"sliding-log", "allow\nallow\nallow\ndeny\nallow\nallow\ndeny\nallow\n"},
 		{"token-bucket", reference(3, 10, []request{{"a", 0}, {"a", 1}, {"a", 9}, {"a", 9}, {"a", 10}, {"a", 13}, {"a", 14}, {"b", 14}})},
 	} {
 		for _, store := range storeNames {
 			stdout, stderr, code := replayCmd(t, steps, "-algorithm", c.alg, "-store", store)
+			if c.alg == "sliding-log" && store == "atomic" {
+				if code != 2 || !strings.Contains(stderr, "unsupported algorithm") {
+					t.Errorf("-algorithm sliding-log -store atomic: (%q, %q, %d), want status 2 and the store's refusal", stdout, stderr, code)
+				}
+				continue
+			}
 			if code != 0 || stdout != c.want {
 				t.Errorf("-algorithm %s -store %s: (%q, %q, %d), want %q", c.alg, store, stdout, stderr, code, c.want)
 			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, alg := range []keyrate.Algorithm{keyrate.FixedWindow, keyrate.SlidingWindow} {
+	for _, alg := range []keyrate.Algorithm{keyrate.FixedWindow, keyrate.SlidingWindow, keyrate.SlidingLog} {
 		for _, hw := range [][2]int64{{3, 10}, {7, 100}, {1, 1}, {10, 3}, {1000, 99999}, {13, 1_000_000_000}} {
 			reqs := randomRequests(rng, hw[0], hw[1], rng.Int64N(1e12), 2000)
 			want := windowReference(alg, hw[0], hw[1], reqs)
 			for _, store := range storeNames {
+				if alg == keyrate.SlidingLog && store == "atomic" {
+					continue
+				}
 				stdout, stderr, code := replayCmd(t, stream(hw[0], hw[1], reqs), "-algorithm", alg.String(), "-store", store)
 				if code != 0 || stdout != want {
 					t.Fatalf("%v capacity %d window %d -store %s: status %d, stderr %q; differs from the model", alg, hw[0], hw[1], store, code, stderr)
@@ -518,7 +534,8 @@ func TestReplayAlgorithms(t *testing.T) {
 	}
 	for _, c := range []struct{ input, alg, want string }{
 		{"1073741824\n1\n0\n", "sliding-window", "line 2: capacity 1073741824 with window 1 cannot be represented"},
-		{"3\n10\n1\nrequest a 0\n", "leaky-bucket", "invalid value \"leaky-bucket\" for flag -algorithm: want token-bucket, fixed-window or sliding-window"},
+		{"3\n10\n1\nrequest a 0\n", "leaky-bucket", "invalid value \"leaky-bucket\" for flag -algorithm: want token-bucket, fixed-window, sliding-window or sliding-log"},
+		{"65537\n10\n0\n", "sliding-log", "line 2: capacity 65537 with window 10 cannot be represented"},
 	} {
 		stdout, stderr, code := replayCmd(t, c.input, "-algorithm", c.alg)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
@@ -552,6 +569,35 @@ func FuzzReplayWindows(f *testing.F) {
 		stdout, stderr, code := replayCmd(t, stream(capacity, window, reqs), "-algorithm", alg.String())
 		if code != 0 || stdout != want {
 			t.Fatalf("%v capacity %d window %d %v: got (%q, %q, %d), want %q", alg, capacity, window, reqs, stdout, stderr, code, want)
+		}
+	})
+}
+
+// FuzzReplayLog compares replay -algorithm sliding-log with the log model
+// on small random streams, on the two stores that carry the log.
+func FuzzReplayLog(f *testing.F) {
+	f.Add(false, uint16(3), uint32(10), []byte{0, 0, 0, 0, 0, 0, 0, 4, 0, 3, 0, 3, 0, 3})
+	f.Add(true, uint16(7), uint32(100), []byte{1, 0, 1, 0, 1, 0, 1, 0, 1, 14, 1, 1})
+	f.Fuzz(func(t *testing.T, striped bool, c uint16, w uint32, ops []byte) {
+		capacity, window := int64(c%1000)+1, int64(w%100_000)+1
+		store := "mutex"
+		if striped {
+			store = "striped"
+		}
+		var reqs []request
+		var ts int64
+		for i := 0; i+1 < len(ops); i += 2 {
+			if step := int64(ops[i+1]); step < 128 {
+				ts += step
+			} else {
+				ts += (step - 128) * (window/16 + 1)
+			}
+			reqs = append(reqs, request{client: fmt.Sprint("c", ops[i]%4), ts: ts})
+		}
+		want := windowReference(keyrate.SlidingLog, capacity, window, reqs)
+		stdout, stderr, code := replayCmd(t, stream(capacity, window, reqs), "-algorithm", "sliding-log", "-store", store)
+		if code != 0 || stdout != want {
+			t.Fatalf("sliding-log -store %s capacity %d window %d %v: got (%q, %q, %d), want %q", store, capacity, window, reqs, stdout, stderr, code, want)
 		}
 	})
 }

@@ -100,12 +100,13 @@ func (m *LogModel) exits() []int64 {
 func (m *LogModel) Remaining(t int64) int64 { return m.N - min(m.used(max(t, m.te)), m.N) }
 
 // FullAt returns the tick from which the key is as a new one: when its
-// newest admission leaves the window.
+// newest admission has left the window, and not before the latest reading
+// it has seen.
 func (m *LogModel) FullAt() int64 {
 	if n := len(m.entries); n > 0 {
-		return m.entries[n-1].at + m.W
+		return max(m.te, m.entries[n-1].at+m.W)
 	}
-	return 0
+	return m.te
 }
 
 // Decide returns the Decision a store gives for a request of cost c at t

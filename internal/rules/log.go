@@ -20,7 +20,8 @@ import (
 //	s[0] te:     the latest tick the log has seen (its clock: time never
 //	             goes backwards for a key, as a token bucket's TAT)
 //	s[1] used:   the cost admitted in (te − W, te]
-//	s[2] full:   the tick from which the log is empty: newest entry + W
+//	s[2] full:   the tick from which the log is as a new key's: empty
+//	             (newest entry + W), and its clock not ahead (te)
 //	s[3] retry:  the earliest tick at which the summary's request (of the
 //	             cost of the spend that wrote it, 1 for a Peek's) fits
 //
@@ -50,13 +51,12 @@ const LogWords = 4
 // store gets one from Rules.NewLog with the key's bucket. A Log is not
 // safe for concurrent use: the store guards it with the key's lock.
 type Log struct {
-	at   []uint64 // entry ticks, a ring of N
+	exit []uint64 // the tick each entry leaves the window (its tick + W), a ring of N
 	cum  []uint32 // running total of the cost through each entry, mod 2^32
 	head int      // the oldest entry
 	n    int      // the entries
 	base uint32   // the running total before head
 	te   uint64   // the latest tick the log has seen
-	full uint64   // the tick from which the log is empty
 }
 
 // IsLog reports whether the policy counts with keyrate.SlidingLog: its key then
@@ -72,22 +72,21 @@ func (rs *Rules) NewLog(s []State) *Log {
 		return nil
 	}
 	n := rs.rules[0].n
-	l := &Log{at: make([]uint64, n), cum: make([]uint32, n)}
+	l := &Log{exit: make([]uint64, n), cum: make([]uint32, n)}
 	if s != nil {
 		rs.SeedLog(l, s)
 	}
 	return l
 }
 
-// SeedLog writes the summary s into the log l, which must be empty (a new
-// key's: from the store's floor, or carried from another policy): its
-// clock, and its cost as one entry at full − W.
+// SeedLog sets the log l to the summary s, forgetting what it held (a new
+// key's log: from the store's floor, or carried from another policy): its
+// clock, and its cost as one entry leaving the window at full.
 func (rs *Rules) SeedLog(l *Log, s []State) {
 	p := &rs.rules[0]
-	l.te = max(l.te, uint64(s[0]))
-	l.full = max(l.full, l.te)
+	l.head, l.n, l.base, l.te = 0, 0, 0, uint64(s[0])
 	if used, full := min(uint64(s[1]), p.n), uint64(s[2]); used > 0 && full > l.te {
-		p.push(l, full-p.win, used)
+		p.push(l, full, used)
 	}
 }
 
@@ -102,10 +101,10 @@ func (rs *Rules) LogSpend(l *Log, t time.Duration, cost int, s []State) (denied 
 	c := uint64(cost)
 	denied = 0
 	if l.used()+c <= p.n {
-		p.push(l, l.te, c)
+		p.push(l, l.te+p.win, c)
 		denied = -1
 	}
-	p.summary(l, c, s)
+	p.summary(l, l.fullAt(), c, s)
 	return denied
 }
 
@@ -129,30 +128,27 @@ func (rs *Rules) LogRefund(l *Log, t time.Duration, cost int, s []State) {
 			c -= e
 		}
 	}
-	l.full = l.te
-	if l.n > 0 {
-		l.full = l.at[l.last()] + p.win
-	}
-	p.summary(l, 1, s)
+	p.summary(l, l.fullAt(), 1, s)
 }
 
 // LogView writes the summary of the log l, as read at the later of its
 // clock and a reading of the store's clock now, into s, with its retry
-// for a cost of 1: what Peek and a change of policy read. It changes
-// nothing.
+// for a cost of 1: what Peek, a sweep and a change of policy read (the
+// tick from which it is as new stays that of the log's own clock). It
+// changes nothing.
 func (rs *Rules) LogView(l *Log, s []State) {
 	p := &rs.rules[0]
 	v := *l // a shallow copy: advance moves only head, n, base and te
 	p.advance(&v, p.Now())
-	p.summary(&v, 1, s)
+	p.summary(&v, l.fullAt(), 1, s)
 }
 
 // idx returns the ring index of the log's entry k, counting from the
 // oldest.
 func (l *Log) idx(k int) int {
 	i := l.head + k
-	if i >= len(l.at) {
-		i -= len(l.at)
+	if i >= len(l.exit) {
+		i -= len(l.exit)
 	}
 	return i
 }
@@ -172,30 +168,30 @@ func (l *Log) used() uint64 {
 // entries that have left the window (tick + W ≤ the clock).
 func (p *Rule) advance(l *Log, now uint64) {
 	l.te = max(l.te, now)
-	for l.n > 0 && l.at[l.head]+p.win <= l.te {
+	for l.n > 0 && l.exit[l.head] <= l.te {
 		l.base = l.cum[l.head]
 		l.head = l.idx(1)
 		l.n--
 	}
 }
 
-// push logs an admission of cost c at tick t, or at the newest entry's
-// tick if that is later (the entry is then shared): the ring stays in
-// order. The log must have room: its cost plus c at most N.
-func (p *Rule) push(l *Log, t, c uint64) {
+// push logs an admission of cost c leaving the window at tick exit, or
+// with the newest entry if that leaves it later (the entry is then
+// shared): the ring stays in order. The log must have room: its cost plus
+// c at most N.
+func (p *Rule) push(l *Log, exit, c uint64) {
 	prev := l.base
 	if l.n > 0 {
 		i := l.last()
 		prev = l.cum[i]
-		if l.at[i] >= t {
+		if l.exit[i] >= exit {
 			l.cum[i] += uint32(c)
 			return
 		}
 	}
 	i := l.idx(l.n)
-	l.at[i], l.cum[i] = t, prev+uint32(c)
+	l.exit[i], l.cum[i] = exit, prev+uint32(c)
 	l.n++
-	l.full = max(l.full, t+p.win)
 }
 
 // retry returns the earliest tick, not before the log's clock, at which
@@ -208,12 +204,22 @@ func (p *Rule) retry(l *Log, c uint64) uint64 {
 	}
 	need := uint32(used + c - p.n) // ≤ used: c ≤ N
 	k := sort.Search(l.n, func(k int) bool { return l.cum[l.idx(k)]-l.base >= need })
-	return l.at[l.idx(k)] + p.win
+	return l.exit[l.idx(k)]
 }
 
-// summary writes the log's summary into s, with its retry for cost c.
-func (p *Rule) summary(l *Log, c uint64, s []State) {
-	s[0], s[1], s[2], s[3] = State(l.te), State(l.used()), State(l.full), State(p.retry(l, c))
+// fullAt returns the tick from which the log is as a new key's: its
+// newest entry has left the window, and its clock is not ahead.
+func (l *Log) fullAt() uint64 {
+	if l.n == 0 {
+		return l.te // every entry left at or before te
+	}
+	return max(l.te, l.exit[l.last()])
+}
+
+// summary writes the log's summary into s, with its retry for cost c and
+// full as the tick it is as new from.
+func (p *Rule) summary(l *Log, full, c uint64, s []State) {
+	s[0], s[1], s[2], s[3] = State(l.te), State(l.used()), State(full), State(p.retry(l, c))
 }
 
 // The summary read alone (see the top of the file).
@@ -240,9 +246,13 @@ func (p *Rule) logSummary(s []State, te, used, full, c uint64) {
 	s[0], s[1], s[2], s[3] = State(te), State(used), State(max(full, te)), State(retry)
 }
 
-// logFullStates writes the summary of an empty log at tick now into s.
+// logFullStates writes into s the summary of a log as new from tick now
+// on (the floor of a store that evicted keys full at now): one that
+// admits nothing before now, as though N had been admitted W before it
+// (an evicted log admitted no more there), and from now on is a new
+// key's, its clock whatever the reading is.
 func (p *Rule) logFullStates(now uint64, s []State) {
-	s[0], s[1], s[2], s[3] = State(now), 0, State(now), State(now)
+	s[0], s[1], s[2], s[3] = 0, State(p.n), State(now), State(now)
 }
 
 // logTake is Take on the summary s alone, exact for a log of at most one
@@ -302,14 +312,13 @@ func (p *Rule) logDebt(s []State, now uint64) uint64 {
 
 // logCarry writes into s, LogWords states of the log rule p at tick now,
 // the summary of a key that owes debt (capped at N) until tick end (the
-// tick at which its old state is full): one entry of the debt at the later
-// of now and end − W, so that the log is not empty before the old state
-// would have been full.
+// tick at which its old state is full): one entry of the debt, admitted
+// at now, or later if need be to leave the window no earlier than end, so
+// that the log is not empty before the old state would have been full.
 func (p *Rule) logCarry(debt, end, now uint64, s []State) {
 	if debt == 0 {
-		p.logFullStates(now, s)
+		p.logSummary(s, now, 0, now, 1)
 		return
 	}
-	at := max(now, sub0(end, p.win))
-	p.logSummary(s, now, min(debt, p.n), at+p.win, 1)
+	p.logSummary(s, now, min(debt, p.n), max(now+p.win, end), 1)
 }
