@@ -39,12 +39,18 @@ func BenchmarkAlgorithm(b *testing.B) {
 	}
 }
 
-// algorithmLimits are BenchmarkAlgorithm's limits, one per algorithm.
+// algorithmLimits are BenchmarkAlgorithm's limits, one per algorithm
+// every store carries.
 var algorithmLimits = []keyrate.Limit{
 	{Rate: 125, Per: time.Microsecond, Burst: 125},
 	keyrate.Limit{Rate: 125, Per: time.Microsecond}.Using(keyrate.FixedWindow),
 	keyrate.Limit{Rate: 125, Per: time.Microsecond}.Using(keyrate.SlidingWindow),
 }
+
+// logLimit is BenchmarkAlgorithm's sliding-log limit, for the stores that
+// carry it (mutexbucket and striped): a key's log then holds up to 125
+// entries.
+var logLimit = keyrate.Limit{Rate: 125, Per: time.Microsecond}.Using(keyrate.SlidingLog)
 
 // algorithmRow is one algorithm row: its subject (named
 // <store>/alg=<algorithm>), which enforces limit whatever limit it is
@@ -57,18 +63,20 @@ type algorithmRow struct {
 
 // algorithmRows is every algorithm row, in report order.
 var algorithmRows = slices.Concat(
-	algorithmRowsOf("mutex", mutexbucket.New),
-	algorithmRowsOf("striped", striped.New),
+	algorithmRowsOf("mutex", mutexbucket.New, logLimit),
+	algorithmRowsOf("striped", striped.New, logLimit),
 	algorithmRowsOf("atomic", atomicbucket.New),
 )
 
-// algorithmRowsOf returns the algorithm rows of the store named name.
+// algorithmRowsOf returns the algorithm rows of the store named name: one
+// per algorithmLimits, and one per extra limit (those only some stores
+// carry).
 func algorithmRowsOf[S interface {
 	subject
 	Close() error
-}](name string, newStore func(keyrate.Limit, ...keyrate.Option) (S, error)) []algorithmRow {
+}](name string, newStore func(keyrate.Limit, ...keyrate.Option) (S, error), extra ...keyrate.Limit) []algorithmRow {
 	var rows []algorithmRow
-	for _, l := range algorithmLimits {
+	for _, l := range slices.Concat(algorithmLimits, extra) {
 		rows = append(rows, algorithmRow{
 			subjectCase: subjectCase{
 				name: name + "/alg=" + l.Algorithm.String(),
