@@ -41,6 +41,13 @@
 // earliest time the same request is allowed, ResetAfter the time until
 // the windows count nothing that still weighs.
 //
+// SlidingLog, the sliding-window log, is exact: at most N in any interval
+// of length W. It keeps each key's admissions of the last W (up to N
+// entries), which no 64-bit word holds: mutexbucket and striped carry it
+// beside the key's state, atomicbucket refuses it with
+// ErrUnsupportedAlgorithm, and a policy with a SlidingLog limit has no
+// other window.
+//
 // # Policies
 //
 // A Policy is a name and up to MaxLimits limits (windows) enforced all or
