@@ -304,12 +304,6 @@ func (p *Rule) logDecide(s []State, now uint64, cost int, allowed bool) keyrate.
 	return d
 }
 
-// logDebt returns the cost the summary s counts at tick now, whole.
-func (p *Rule) logDebt(s []State, now uint64) uint64 {
-	_, used, _ := p.logView(s, now)
-	return used
-}
-
 // logCarry writes into s, LogWords states of the log rule p at tick now,
 // the summary of a key that owes debt (capped at N) until tick end (the
 // tick at which its old state is full): one entry of the debt, admitted

@@ -230,8 +230,9 @@ func (rs *Rules) Reading(s []State) time.Duration {
 // window carried into a SlidingLog policy becomes one entry of its debt
 // (capped at N), at the later of t and W before the tick at which its old
 // state is full, so that the log lets nothing through before the old
-// state would have; a log carried into a log keeps its cost collapsed onto
-// its newest entry. Neither mints anything: the new log holds at least the
+// state would have; a log carried into a log keeps its cost in the
+// window, capped at the new N, collapsed onto its newest admission (which
+// then leaves the new window, of its own length). Neither mints anything: the new log holds at least the
 // old state's debt until the old state would have been full.
 func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 	if rs.log || from.log {
@@ -309,19 +310,23 @@ func (rs *Rules) Peek(s []State, t time.Duration) keyrate.Decision {
 // carryLog is Carry where rs or from is a SlidingLog policy.
 func (rs *Rules) carryLog(from *Rules, s []State, t time.Duration, into []State) {
 	f, p := &from.rules[0], &rs.rules[0]
-	if rs.log {
-		var debt, end uint64
-		if from.log {
-			debt, end = f.logDebt(s, f.Ticks(t)), uint64(s[2])
-		} else {
-			num, den := f.Debt(s[0], f.Ticks(t))
-			debt = num / den
-			if num%den != 0 {
-				debt++
-			}
-			end = p.Ticks(f.Reading(s[0]))
+	if rs.log && from.log {
+		// The cost in the window, capped, on the newest admission, which
+		// leaves the new window W' − W after it left the old one.
+		te, used, end := f.logView(s, f.Ticks(t))
+		if used > 0 {
+			end = end - f.win + p.win // end ≥ W: an admission's exit
 		}
-		p.logCarry(debt, end, p.Ticks(t), into)
+		p.logSummary(into, te, min(used, p.n), end, 1)
+		return
+	}
+	if rs.log {
+		num, den := f.Debt(s[0], f.Ticks(t))
+		debt := num / den
+		if num%den != 0 {
+			debt++
+		}
+		p.logCarry(debt, p.Ticks(f.Reading(s[0])), p.Ticks(t), into)
 		return
 	}
 	// From a log: window 0 owes its cost from the log's clock on.
