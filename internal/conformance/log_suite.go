@@ -56,6 +56,29 @@ func runLog(t *testing.T, b Bounded) {
 	t.Run("NoWait", func(t *testing.T) { testLogNoWait(t, b) })
 	t.Run("Policies", func(t *testing.T) { testLogPolicies(t, b) })
 	t.Run("ZeroAllocs", func(t *testing.T) { testWindowZeroAllocs(t, b, alg) })
+	t.Run("ZeroAllocsDenied", func(t *testing.T) { testLogZeroAllocsDenied(t, b) })
+}
+
+// testLogZeroAllocsDenied checks a full log's denials (its retry found by
+// binary search over the ring) and refunds allocate nothing.
+func testLogZeroAllocsDenied(t *testing.T, b Bounded) {
+	l, clk := openWindow(t, b, keyrate.PerMinute(100).Using(keyrate.SlidingLog))
+	pl, _ := l.(keyrate.PolicyLimiter)
+	for range 100 {
+		clk.Advance(time.Millisecond)
+		l.Allow("k")
+	}
+	if n := testing.AllocsPerRun(200, func() {
+		clk.Advance(time.Microsecond)
+		l.AllowN("k", 3)
+		l.Peek("k")
+		if pl != nil {
+			pl.Refund("k", 1)
+			l.Allow("k")
+		}
+	}); n != 0 {
+		t.Fatalf("AllowN/Peek/Refund on a full log: %v allocations per run, want 0", n)
+	}
 }
 
 // testLogRefused checks a store that cannot carry a log: New's error
