@@ -7,41 +7,45 @@ import (
 	"github.com/keyrate/keyrate"
 )
 
-// This file is the sliding-window log (keyrate.SlidingLog): the one algorithm that
-// does not fit the 64-bit State. A key's log is a ring of its admissions
-// (tick, cost) within the last window, allocated with the key's bucket
-// (Log, MaxLogRate entries at most), and a policy that counts with it has
-// exactly one window.
+// This file is the sliding-window log (keyrate.SlidingLog): the one
+// algorithm that does not fit the 64-bit State. A key's log is a ring of
+// its admissions within the last window, each kept as the tick it leaves
+// the window and a running total of the cost, allocated with the key's
+// bucket (up to keyrate.MaxLogRate entries), and a policy that counts with
+// it has exactly one window.
 //
 // A log policy's key also has LogWords states, its summary, which travel
 // by value wherever a store copies a key's states (a decision built after
-// the lock is let go, Peek, a change of policy):
+// the lock is let go, Peek, a sweep, a change of policy):
 //
 //	s[0] te:     the latest tick the log has seen (its clock: time never
 //	             goes backwards for a key, as a token bucket's TAT)
 //	s[1] used:   the cost admitted in (te − W, te]
 //	s[2] full:   the tick from which the log is as a new key's: empty
-//	             (newest entry + W), and its clock not ahead (te)
+//	             (its newest entry has left), and its clock not ahead
 //	s[3] retry:  the earliest tick at which the summary's request (of the
 //	             cost of the spend that wrote it, 1 for a Peek's) fits
 //
 // The summary read alone is the log with every admission collapsed onto
-// its newest entry, at full − W: it never holds less than the log (a
-// conservative view), and it equals the log when the log has at most one
-// entry, as the log of a new key after its first request has. The stores
-// that keep a log (mutexbucket, striped, by way of sweep.Block) call
-// LogSpend, LogRefund and LogView on the log itself under the key's lock;
-// every other method reads the summary.
+// its newest entry, leaving the window at full: it never holds less than
+// the log (a conservative view), and it equals the log when the log has at
+// most one entry, as the log of a new key after its first request has.
+// The stores that keep a log (mutexbucket, striped, by way of sweep.Block)
+// call LogSpend, LogRefund and LogView on the log itself under the key's
+// lock; every other method reads the summary.
 //
 // A request read at tick t is decided at te' = max(te, t): a reading older
 // than one the key has seen (a stale one, or a clock stepped back) is
-// decided as if made at te, where the log counts at least as much as at any
-// later tick, and its admission is logged at te' (or at the newest entry's
-// tick if that lies ahead, after a change of policy): the ring stays in
-// order and no reading, however stale, lets an entry out early.
+// decided as if made at te, where the log counts at least as much as at
+// any later tick, and its admission leaves the window at te' + W (or with
+// the newest entry, if that leaves later, after a change of policy): the
+// ring stays in order and no reading, however stale, lets an entry out
+// early. A store's floor (FullStates) reads as a log that admits nothing
+// before the floor, as though N had been admitted W before it: an evicted
+// log admitted no more there, so eviction only ever denies more.
 
-// LogWords is the number of states a keyrate.SlidingLog policy's key has: the
-// summary of its log (see Rules.Len).
+// LogWords is the number of states a keyrate.SlidingLog policy's key
+// has: the summary of its log (see Rules.Len).
 const LogWords = 4
 
 // Log is one key's sliding-window log: the ticks and costs of its
