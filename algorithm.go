@@ -1,10 +1,6 @@
 package keyrate
 
-import (
-	"fmt"
-
-	"github.com/keyrate/keyrate/internal/tick"
-)
+import "fmt"
 
 // Algorithm is how a Limit counts a key's requests. The zero Algorithm is
 // TokenBucket. Every store carries every algorithm but SlidingLog in the
@@ -55,7 +51,7 @@ const (
 // MaxLogRate is the largest Rate a SlidingLog limit may have: a key's log
 // holds up to Rate entries of 12 bytes, allocated with its bucket (768 KiB
 // at MaxLogRate).
-const MaxLogRate = tick.MaxLogRate
+const MaxLogRate = 1 << 16
 
 var algorithmNames = [numAlgorithms]string{"token-bucket", "fixed-window", "sliding-window", "sliding-log"}
 

@@ -3,11 +3,16 @@ package keyrate
 import (
 	"testing"
 	"time"
+
+	"github.com/keyrate/keyrate/internal/tick"
 )
 
 // TestLogPolicyBounds checks the log's limits and policies: N up to
 // MaxLogRate, Burst equal to Rate, and no other window beside it.
 func TestLogPolicyBounds(t *testing.T) {
+	if MaxLogRate != tick.MaxLogRate {
+		t.Fatalf("MaxLogRate %d, but internal/tick compiles up to %d", MaxLogRate, tick.MaxLogRate)
+	}
 	for _, c := range []struct {
 		l  Limit
 		ok bool

@@ -44,7 +44,8 @@ const (
 	SlidingLog
 )
 
-// MaxLogRate is the largest Rate of a SlidingLog limit (keyrate.MaxLogRate).
+// MaxLogRate is the largest Rate of a SlidingLog limit: keyrate.MaxLogRate
+// (a test checks they agree).
 const MaxLogRate = 1 << 16
 
 // Spec is a limit as keyrate.Limit holds it.
