@@ -177,7 +177,7 @@ func (rs *Rules) Refund(s []State, t time.Duration, cost int) {
 // Full reports whether every window's state in s is full at reading t:
 // the key is then indistinguishable from a new one.
 func (rs *Rules) Full(s []State, t time.Duration) bool {
-	if rs.log { // nothing in the log within the window
+	if rs.log { // as a new key's: empty, and its clock not ahead
 		r := &rs.rules[0]
 		return uint64(s[2]) <= r.Ticks(t)
 	}
@@ -227,13 +227,14 @@ func (rs *Rules) Reading(s []State) time.Duration {
 //
 // A SlidingLog window carries the cost its log counts at the later of t
 // and its clock, whole, as the debt of window 0 of rs, owed from then. A
-// window carried into a SlidingLog policy becomes one entry of its debt
-// (capped at N), at the later of t and W before the tick at which its old
-// state is full, so that the log lets nothing through before the old
+// window carried into a SlidingLog policy becomes one admission of its
+// debt (capped at N), at the later of t and W before the tick at which its
+// old state is full, so that the log lets nothing through before the old
 // state would have; a log carried into a log keeps its cost in the
 // window, capped at the new N, collapsed onto its newest admission (which
-// then leaves the new window, of its own length). Neither mints anything: the new log holds at least the
-// old state's debt until the old state would have been full.
+// then leaves the new window, of its own length). Neither mints anything:
+// the new state holds at least the old one's debt, and a new log holds it
+// until the old state would have been full.
 func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 	if rs.log || from.log {
 		rs.carryLog(from, s, t, into)
