@@ -26,7 +26,9 @@ import (
 // holds for the slots: over any interval of length T at most Burst +
 // Rate·T/Per tokens have their slots in it. Wait returns at a reservation's
 // slot or later (sleeping can only be late, never early), on the store's
-// clock (clock.SleepUntil).
+// clock (clock.SleepUntil). A SlidingLog policy never waits: Reserve and
+// Wait under it return an error wrapping ErrUnsupportedAlgorithm, and
+// spend nothing.
 type WaitLimiter interface {
 	PolicyLimiter
 
