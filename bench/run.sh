@@ -23,7 +23,8 @@ model=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/
 allow="$go test -run '^\$' -bench '^BenchmarkAllow\$' -benchmem -count $count -benchtime $benchtime -cpu $cpus -timeout 0 ./bench"
 memory="$go test -run '^\$' -bench '^BenchmarkMemory\$' -benchmem -count $count -timeout 0 ./bench"
 # BenchmarkRedis (Allow against a local redis-server, beside an empty
-# EVALSHA), appended when redis-server is on PATH: at the default
+# EVALSHA) and BenchmarkHotKey (one hot key from 4 stores × 8 goroutines,
+# without and with leases), appended when redis-server is on PATH: at the default
 # GOMAXPROCS, 1s a run, or 300ms when BENCHTIME is under 100ms (the quick
 # set); REDIS_BENCHTIME overrides.
 redis_benchtime=${REDIS_BENCHTIME:-1s}
@@ -32,7 +33,7 @@ if [ -z "${REDIS_BENCHTIME:-}" ] && [[ $benchtime =~ ^([0-9]+)ms$ ]] && ((10#${B
 fi
 redis=""
 if command -v redis-server >/dev/null 2>&1; then
-	redis="$go test -run '^\$' -bench '^BenchmarkRedis\$' -benchmem -count $count -benchtime $redis_benchtime -timeout 0 ./redisbucket"
+	redis="$go test -run '^\$' -bench '^Benchmark(Redis|HotKey)\$' -benchmem -count $count -benchtime $redis_benchtime -timeout 0 ./redisbucket"
 fi
 mkdir -p "$out"
 {

@@ -605,6 +605,11 @@ func (m *md) redis() {
 	}
 	m.p("")
 	m.p("Target: allow's p50 within %g× of empty's with one client and %g× with more, and at most %d allocs/op (see Targets). The in-process stores' ns/op above are the price without the network.\n", redisEmptyOne, redisEmptyMany, redisAllocsMax)
+	on, ok1 := s.Median(hotKeyCell(true, unitAllows))
+	off, ok2 := s.Median(hotKeyCell(false, unitAllows))
+	if ok1 && ok2 && off > 0 {
+		m.p("**One hot key, leases** (BenchmarkHotKey, redisbucket/lease_test.go): 4 stores, each with its own client, × 8 goroutines on one key the limit never denies. Without leases every call is a round trip: %.0f allows/s. With `WithLeases(redisbucket.Lease{Size: 100, Life: 10 * time.Millisecond})` a node spends 100 tokens in one call and hands them out locally: %.0f allows/s, %.2f× (target: at least %g×).\n", off, on, on/off, leaseSpeedupMin)
+	}
 }
 
 // deltas compares the reported set with base, benchstat style.

@@ -46,6 +46,17 @@ func redisLines(op string, clients, n int, ns, p50, p99 float64) string {
 	return b.String()
 }
 
+// hotKeyLines returns n BenchmarkHotKey lines with leases on or off at
+// allows allows/s, as redisbucket/lease_test.go prints them.
+func hotKeyLines(leases bool, n int, allows float64) string {
+	var b strings.Builder
+	for range n {
+		fmt.Fprintf(&b, "BenchmarkHotKey/op=allow/leases=%v-2 \t10000\t%g ns/op\t%g allows/s\t0.0100 calls/op\t300 B/op\t3 allocs/op\n",
+			leases, 1e9/allows, allows)
+	}
+	return b.String()
+}
+
 // fixture builds a result set in which every target is met except the
 // ones named in miss: "atomic-floor" (atomic at 1.5× floor on hotkey at
 // -cpu 2), "allocs" (striped allocates on uniform-1k), "storm" (atomic
@@ -56,7 +67,8 @@ func redisLines(op string, clients, n int, ns, p50, p99 float64) string {
 // AllowN on uniform-1k at -cpu 2) and "reserve" (striped's Reserve 1.2× its
 // AllowN on hotkey at -cpu 2); "reserve-tie" puts mutex's Reserve on hotkey
 // at -cpu 2 a hair above its AllowN (1.01×, not a significant
-// difference); "no-redis" leaves BenchmarkRedis out, "no-policies" the
+// difference); "leases" puts BenchmarkHotKey's leases at 4.5× the
+// allows/s without; "no-redis" leaves BenchmarkRedis and BenchmarkHotKey out, "no-policies" the
 // policy rows, "no-waiting" the wait rows.
 func fixture(t *testing.T, miss ...string) *Set {
 	t.Helper()
@@ -135,6 +147,12 @@ func fixture(t *testing.T, miss ...string) *Set {
 			b.WriteString(redisLines("allow", clients, 10, 50e3, allowP50, 400e3))
 			b.WriteString(redisLines("evalsha-empty", clients, 10, 40e3, 100e3, 300e3))
 		}
+		leased := 300e3
+		if slices.Contains(miss, "leases") {
+			leased = 90e3
+		}
+		b.WriteString(hotKeyLines(false, 10, 20e3))
+		b.WriteString(hotKeyLines(true, 10, leased))
 	}
 	s, err := Read(strings.NewReader(b.String()), "fixture")
 	if err != nil {
@@ -258,7 +276,7 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 		"Fastest at -cpu 2, by workload count: `atomic` on 6 of 6 workloads.",
 		"Leanest in memory: `striped`, 60.0 B/key with a million 16-byte keys.",
 		"In short: `atomic` where time per call matters most, `striped` where memory per key does.",
-		"Checked by the generator on these results: 13 of 13 met.",
+		"Checked by the generator on these results: 14 of 14 met.",
 		"### -cpu 4 †",
 		"† GOMAXPROCS above the machine's 2 CPUs: oversubscribed, goroutines share cores.",
 		"| hotkey | 1.48× floor / 0.38× xrate | 1.38× floor / 0.36× xrate | 1.10× floor / 0.28× xrate |",
@@ -329,11 +347,19 @@ func TestMarkdownRedis(t *testing.T) {
 		"| 1 | 50000 | 20000 | 110.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.10× |",
 		"| 50 | 50000 | 20000 | 170.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.70× |",
 		"| redisbucket Allow within 1.3× of an empty EVALSHA with one client and 1.6× with more (p50), at most 8 allocs/op | **missed** | ✓ clients=1: 110.0 µs vs 100.0 µs (1.10×)<br>✓ clients=1: 8 allocs/op<br>✓ clients=8: 110.0 µs vs 100.0 µs (1.10×)<br>✓ clients=8: 8 allocs/op<br>✗ clients=50: 170.0 µs vs 100.0 µs (1.70×)<br>✓ clients=50: 8 allocs/op |",
-		"Checked by the generator on these results: 12 of 13 met.",
+		"Checked by the generator on these results: 13 of 14 met.",
+		"20000 allows/s. With `WithLeases(redisbucket.Lease{Size: 100, Life: 10 * time.Millisecond})` a node spends 100 tokens in one call and hands them out locally: 300000 allows/s, 15.00× (target: at least 5×).",
+		"| redisbucket with leases on one hot key at least 5× the allows/s without | **met** | ✓ 300000 allows/s with leases, 20000 without (15.00×) |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+
+	buf.Reset()
+	Markdown(&buf, fixture(t, "leases"))
+	if want := "| redisbucket with leases on one hot key at least 5× the allows/s without | **missed** | ✗ 90000 allows/s with leases, 20000 without (4.50×) |"; !strings.Contains(buf.String(), want) {
+		t.Errorf("report with leases at 4.5× lacks %q", want)
 	}
 
 	buf.Reset()
@@ -342,7 +368,8 @@ func TestMarkdownRedis(t *testing.T) {
 	for _, want := range []string{
 		"## Redis: the price of going distributed\n\nNot measured: these results hold no BenchmarkRedis",
 		"| redisbucket Allow within 1.3× of an empty EVALSHA with one client and 1.6× with more (p50), at most 8 allocs/op | not measured | ? BenchmarkRedis (no redis-server on PATH?): not measured |",
-		"Checked by the generator on these results: 12 of 13 met.",
+		"| redisbucket with leases on one hot key at least 5× the allows/s without | not measured | ? BenchmarkHotKey (no redis-server on PATH?): not measured |",
+		"Checked by the generator on these results: 12 of 14 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report without Redis lacks %q", want)
@@ -461,7 +488,7 @@ func TestMarkdownPolicies(t *testing.T) {
 		"✓ atomic uniform-1k -cpu 2: 1.05× [0.99–1.11×]; the interval reaches past the target",
 		"✓ atomic/policy=3tiers: at most 0 allocs/op (worst: uniform-1k -cpu 1)",
 		"| `atomic/policy=3tiers` | — | — | 0 (0 B) |",
-		"Checked by the generator on these results: 11 of 13 met.",
+		"Checked by the generator on these results: 12 of 14 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -482,7 +509,7 @@ func TestMarkdownPolicies(t *testing.T) {
 		"## Policies: what several windows and tiers cost\n\nNot measured: these results hold no policy rows",
 		"| not measured | ? policy=2windows rows and their one-window rows on hotkey, uniform-1k: not measured |",
 		"| not measured | ? policy=3tiers rows and their one-window rows on uniform-1k: not measured |",
-		"Checked by the generator on these results: 11 of 13 met.",
+		"Checked by the generator on these results: 12 of 14 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report without policy rows lacks %q", want)
@@ -600,7 +627,7 @@ func TestMarkdownWaiting(t *testing.T) {
 		"| `atomic/op=reserve` | 0 (0 B) | — | 0 (0 B) | — | — | — |",
 		"| Wait on a key that has tokens ≤ 1.10× AllowN (ns/op, every store, op=wait ÷ op=allown) on every workload measured (every core count up to the CPUs); in brackets, bounds from the two medians' 95% intervals | **missed** |",
 		"| Reserve on hotkey at -cpu 2 ≤ 1.00× AllowN (ns/op, every store, op=reserve ÷ op=allown); in brackets, bounds from the two medians' 95% intervals | **missed** |",
-		"Checked by the generator on these results: 11 of 13 met.",
+		"Checked by the generator on these results: 12 of 14 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -621,7 +648,7 @@ func TestMarkdownWaiting(t *testing.T) {
 		"## Waiting: what Wait and Reserve cost\n\nNot measured: these results hold no wait rows (`store=<store>/op=wait/wl=<workload>` and `op=reserve`, see bench/doc.go) beside their `op=allown` rows.",
 		"| not measured | ? op=wait rows and their op=allown rows: not measured |",
 		"| not measured | ? op=reserve rows and their op=allown rows on hotkey at -cpu 2: not measured |",
-		"Checked by the generator on these results: 11 of 13 met.",
+		"Checked by the generator on these results: 12 of 14 met.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report without wait rows lacks %q", want)

@@ -35,6 +35,7 @@ const (
 	benchAllow  = "Allow"
 	benchMemory = "Memory"
 	benchRedis  = "Redis"
+	benchHotKey = "HotKey"
 	floor       = "floor"
 	xrate       = "xrate"
 	churn       = "churn"
@@ -50,6 +51,7 @@ const (
 	unitP50    = "p50-ns"
 	unitP99    = "p99-ns"
 	unitRetry  = "retries/op"
+	unitAllows = "allows/s"
 )
 
 // BenchmarkAllow's wait rows (op= values, see package bench): a store's
@@ -216,6 +218,24 @@ func Read(r io.Reader, label string) (*Set, error) {
 			}
 			continue
 		}
+		if string(base) == benchHotKey {
+			// redisbucket's BenchmarkHotKey: op=allow/leases=true|false,
+			// one GOMAXPROCS; kept by its leases= value.
+			leases, ok := hotKeyName(parts)
+			if !ok {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s: want a leases= part", label, res.Name.Full()))
+				continue
+			}
+			for _, v := range res.Values {
+				unit, val := v.Unit, v.Value
+				if v.OrigUnit != "" {
+					unit, val = v.OrigUnit, v.OrigValue
+				}
+				c := hotKeyCell(leases, unit)
+				s.values[c] = append(s.values[c], val)
+			}
+			continue
+		}
 		if b := string(base); b != benchAllow && b != benchMemory {
 			continue
 		}
@@ -352,6 +372,25 @@ func redisName(parts [][]byte) (op string, clients int, ok bool) {
 		}
 	}
 	return op, clients, op != "" && haveClients
+}
+
+// hotKeyName returns the leases= value of a BenchmarkHotKey name.
+func hotKeyName(parts [][]byte) (leases bool, ok bool) {
+	for _, p := range parts {
+		part := strings.TrimPrefix(string(p), "/")
+		if v, found := strings.CutPrefix(part, "leases="); found {
+			// The GOMAXPROCS suffix is its own part.
+			b, err := strconv.ParseBool(v)
+			return b, err == nil
+		}
+	}
+	return false, false
+}
+
+// hotKeyCell is the Cell of BenchmarkHotKey with leases on or off, in
+// unit.
+func hotKeyCell(leases bool, unit string) Cell {
+	return Cell{Bench: benchHotKey, Subject: fmt.Sprintf("leases=%v", leases), Unit: unit}
 }
 
 // redisCell is the Cell of BenchmarkRedis for op at clients in unit.

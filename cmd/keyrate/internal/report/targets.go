@@ -36,6 +36,7 @@ const (
 	redisEmptyOne     = 1.3 // redisbucket Allow's p50 ÷ an empty EVALSHA's with one client, at most
 	redisEmptyMany    = 1.6 // the same with more clients (50 in BenchmarkRedis), at most
 	redisAllocsMax    = 8   // redisbucket Allow's allocs/op, at most
+	leaseSpeedupMin   = 5.0 // BenchmarkHotKey's allows/s with leases ÷ without, at least
 	twoWindowsMax     = 1.6 // a store under two windows ÷ the same under one (ns/op), at most
 	threeTiersMax     = 1.1 // a store with three tiers ÷ the same with one limit (ns/op), at most
 	waitMax           = 1.1 // Wait on a key with tokens ÷ AllowN (ns/op), at most
@@ -91,6 +92,7 @@ func Targets(s *Set) []Verdict {
 		s.policyOverhead(threeTiers, "three tiers (WithPolicyFunc)", "one limit"),
 		s.waitOverhead(),
 		s.reserveHotkey(),
+		s.leaseSpeedup(),
 	}
 }
 
@@ -299,6 +301,21 @@ func (s *Set) redisOverhead() Verdict {
 			c.add(m <= redisAllocsMax, "clients=%d: %g allocs/op", n, m)
 		}
 	}
+	return c.done()
+}
+
+// leaseSpeedup: on one hot key, nodes × goroutines of redisbucket reach
+// at least 5× the allows per second with leases (WithLeases) that they
+// reach without (BenchmarkHotKey), medians of one run.
+func (s *Set) leaseSpeedup() Verdict {
+	c := newCheck(fmt.Sprintf("redisbucket with leases on one hot key at least %g× the allows/s without", leaseSpeedupMin))
+	on, ok1 := s.Median(hotKeyCell(true, unitAllows))
+	off, ok2 := s.Median(hotKeyCell(false, unitAllows))
+	if !ok1 || !ok2 || off == 0 {
+		c.missing("BenchmarkHotKey (no redis-server on PATH?)")
+		return c.done()
+	}
+	c.add(on/off >= leaseSpeedupMin, "%.0f allows/s with leases, %.0f without (%.2f×)", on, off, on/off)
 	return c.done()
 }
 
