@@ -128,6 +128,15 @@
 // packed state from wrapping: nothing wraps within the clock range, swept
 // or not.
 //
+// # Metrics
+//
+// WithObserver makes a store tell an Observer of every decision (an
+// Event: key, policy, cost, allowed or not, the error of a call that
+// failed), on the deciding goroutine and outside any lock; without one a
+// store pays a nil check per call. The keyrateprom module is an Observer
+// that exports Prometheus metrics, and httplimit and grpclimit take one
+// too, adding shadow-mode denials and requests without a key.
+//
 // # Time never mints tokens
 //
 // Take never moves TAT backwards. A goroutine holding a stale reading of
