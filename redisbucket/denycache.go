@@ -70,12 +70,12 @@ type denyCache struct {
 type denyBucket [denyWays]atomic.Pointer[denyEntry]
 
 // denyEntry is a key's states as Redis answered them: under rs, at the
-// local reading base (each window's debt at base, as rs reads states at
-// reading 0).
+// local reading base, as rs reads them at reading off (see Store.eval).
 type denyEntry struct {
 	key   string
 	rs    *rules.Rules
 	base  time.Duration
+	off   time.Duration
 	until time.Duration // the reading at which a cost of 1 is allowed
 	n     int
 	st    [keyrate.MaxLimits]rules.State
@@ -106,8 +106,13 @@ func (c *denyCache) deny(key string, rs *rules.Rules, cost int, now time.Duratio
 			// not the state at now, which only Redis can tell.
 			return keyrate.Decision{}, false
 		}
+		if now >= e.until {
+			// A cost of 1 is allowed by now; a larger one may not be,
+			// but Redis says so.
+			return keyrate.Decision{}, false
+		}
 		st := e.st // a copy: Take must not touch the published entry
-		t := now - e.base
+		t := e.off + (now - e.base)
 		denied := rs.Take(st[:e.n], t, cost)
 		if denied < 0 {
 			return keyrate.Decision{}, false
@@ -117,13 +122,14 @@ func (c *denyCache) deny(key string, rs *rules.Rules, cost int, now time.Duratio
 	return keyrate.Decision{}, false
 }
 
-// put caches st, the states of key under rs that Redis answered, at the
-// local reading base: in the key's entry if it has one, else in a free or
-// expired slot of its bucket, else in the slot that expires first.
-func (c *denyCache) put(key string, rs *rules.Rules, st []rules.State, base time.Duration) {
-	e := &denyEntry{key: key, rs: rs, base: base, n: len(st)}
+// put caches st, the states of key under rs that Redis answered, as rs
+// reads them at reading off, at the local reading base: in the key's
+// entry if it has one, else in a free or expired slot of its bucket, else
+// in the slot that expires first.
+func (c *denyCache) put(key string, rs *rules.Rules, st []rules.State, off, base time.Duration) {
+	e := &denyEntry{key: key, rs: rs, base: base, off: off, n: len(st)}
 	copy(e.st[:], st)
-	e.until = base + rs.SlotFor(st, 0, 1)
+	e.until = base + (rs.SlotFor(st, off, 1) - off)
 	b := c.bucket(key)
 	victim, victimUntil, free := -1, time.Duration(0), false
 	for i := range b {

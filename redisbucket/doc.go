@@ -74,6 +74,38 @@
 // previous version reads it as malformed, an empty bucket, and a spend of
 // its replaces it with one.
 //
+// # Window algorithms
+//
+// A limit of keyrate.FixedWindow or keyrate.SlidingWindow (Limit.Using),
+// alone or beside token buckets in a policy, runs in the same one script
+// call, with the same decisions as in process (Remaining, RetryAfter and
+// ResetAfter, for time moving forward): the value records each window's
+// index and counts. Windows are aligned to the Unix epoch: a window of
+// length W starts at every multiple of W of the server's TIME (of the
+// time source's reading under WithTimeSource), so that every process of
+// a fleet, and every server of a Cluster, agrees on them, where an
+// in-process store aligns them to its creation. The script counts time in
+// whole µs, so New refuses a window whose length is not a whole number of
+// µs; it compares the sliding window's weighted counts exactly in doubles,
+// so New refuses a sliding window whose Rate times its length in µs
+// exceeds 2^53 (at most 104 249 in a day, 2 501 999 in an hour); and the
+// lengths of a policy's windows must have a common multiple within a
+// year (Go places each reply's windows on one reading modulo it), as any
+// common set (a second, a minute, an hour, a day) has. A debt carried
+// over from another limit far ahead saturates at a window starting 2^53
+// µs after the epoch (the year 2255), where keyrate's saturates at its
+// clock range; both deny for years.
+//
+// The deny cache serves window algorithms as token buckets: it denies a
+// key until its cached state, read as the time moves on, would allow the
+// request, which for a window is exactly Redis's answer, at most one round
+// trip late. Leases are not taken for a key under a policy with a window
+// algorithm (such a key goes to Redis on every call), since tokens handed
+// out up to a lease's Life late would land in the next window, which
+// counts them nowhere. Reserve and Wait return an error wrapping
+// keyrate.ErrInvalidPolicy under such a policy: the script reserves under
+// token buckets only.
+//
 // # Waiting
 //
 // The Store is a keyrate.WaitLimiter: Reserve, ReserveTier and Wait (and

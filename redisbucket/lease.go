@@ -40,7 +40,10 @@ type Lease struct {
 // answers the key's next requests from them, with no round trip, for up
 // to l.Life; then it gives the unused ones back (a refund) and takes
 // another lease if the key is still hot. A key whose lease Redis denies,
-// and a cost above what the lease holds, go to Redis as without leases.
+// and a cost above what the lease holds, go to Redis as without leases,
+// as does every request under a policy with a window algorithm
+// (keyrate.FixedWindow, SlidingWindow): a lease's tokens handed out after
+// its window ended would count in none.
 //
 // Every token is spent in Redis before it is handed out, so the fleet
 // never admits more than Redis granted; but a token handed out up to Life
@@ -185,7 +188,7 @@ func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rul
 		return keyrate.Decision{}, false, nil
 	}
 	var st [keyrate.MaxLimits]rules.State
-	denied, err := s.eval(ctx, key, rs, ls.cfg.Size, st[:rs.Len()])
+	denied, _, err := s.eval(ctx, key, rs, ls.cfg.Size, st[:rs.Len()])
 	if err != nil {
 		d, err := s.failed(ctx, key, rs, cost, err)
 		return d, true, err
@@ -204,7 +207,7 @@ func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rul
 func (ls *leases) giveBack(ctx context.Context, s *Store, key string, l *lease) {
 	if l.tokens > 0 && l.rs != nil {
 		var st [keyrate.MaxLimits]rules.State
-		_, _ = s.eval(ctx, key, l.rs, -l.tokens, st[:l.rs.Len()])
+		_, _, _ = s.eval(ctx, key, l.rs, -l.tokens, st[:l.rs.Len()])
 	}
 	l.tokens, l.end = 0, 0
 }

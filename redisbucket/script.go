@@ -2,6 +2,7 @@ package redisbucket
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"strings"
 	"time"
@@ -84,7 +85,7 @@ const (
 // 1 if the value was malformed, and each window's debt (TAT −
 // now, 0 for a full window) after the call, in whole µs du plus db ticks
 // less r ticks of rules.Rule. du is at most 2^53 (a TAT of at most 2^53
-// µs, read at now = 0). Go turns the debts into keyrate.States, and
+// µs, read at now = 0). Go turns the debts into rules.States, and
 // rules.Rules builds the Decision.
 //
 // A reservation ("R:u:x", cost > 0) is rules.Rules.Reserve: a spend
@@ -112,6 +113,30 @@ const (
 // nothing.
 // The products (wide: u µs plus x of rules.Rule's ticks, as a number of
 // those ticks) are taken on 32-bit halves, each exact in a double.
+//
+// A window of a window algorithm (keyrate.FixedWindow, SlidingWindow) has
+// the descriptor "0:W:N:A" (K = 0 marks it): its length W in µs, its limit
+// N, and A = 1 for the fixed window, 2 for the sliding one; its state is
+// "i:p:q", the index of its window, ⌊t/W⌋ of the Unix epoch's µs t (of
+// the time source's), the count of window i − 1 (0 for the fixed window)
+// and that of window i. Read at now, a state of an earlier window moves
+// to now's (the sliding window's count of i − 1 becoming the previous
+// one), and a state of a later window (a carried-over debt) admits
+// nothing. A spend of c is allowed iff q + c ≤ N and, for the sliding
+// window, p·(W − e) ≤ (N − q − c)·W with e = now mod W; it adds c to q. A
+// refund takes c off q, and what is left of it off p, as keyrate does; a
+// peek writes nothing. Its key lives until its counts no longer weigh:
+// the end of window i (of i + 1 for a sliding window's q), in whole ms.
+// Its reply is (k, p, q), the window k ≥ 0 after now's that it counts in
+// and the counts, and the reply ends with now in µs, so that Go can place
+// it (see plan.lcm). Carried over from another limit, a window keeps its
+// counts if it had the same algorithm and length (capped at N), and
+// otherwise owes what rules.Rules.Carry counts: the cost it could not
+// spend under the old limit (from the start of the window it counted
+// ahead, if it did), N to a window from now's, spilling into the windows
+// after it, saturating at a window start of 2^53 µs; a token bucket
+// carried from a window owes that cost in tokens. Reservations (modes R
+// and C) are refused under a policy with a window algorithm.
 //
 // The common case, one window under base with its value missing or "a:b",
 // a spend or a peek, is decided first, exactly as the previous version
@@ -153,11 +178,67 @@ if want == base and cost >= 0 and ARGV[6] == '' and type(v) ~= 'table' then
 end
 local mode, m1, m2 = string.match(ARGV[6], '^([RC]):(%d+):(%d+)$')
 local n = (#ARGV - 6) / 4
-local W, D, bad, moved = {}, {}, 0, false
+local W, D, bad, moved, wins = {}, {}, 0, false, false
 for i = 1, n do
   local j = 4 * i + 3
   W[i] = {tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])}
   D[i] = {0, 0, 0}
+  if W[i][1] == 0 then wins = true end
+end
+if wins and mode then return redis.error_reply('keyrate: no reservation under a window algorithm') end
+
+local function view(w, a, idx, p, q)
+  local e = math.fmod(now, w)
+  local iw = (now - e) / w
+  if idx > iw then return {idx - iw, p, q} end
+  if idx == iw then return {0, p, q} end
+  if idx == iw - 1 and a == 2 then return {0, q, 0} end
+  return {0, 0, 0}
+end
+
+local function fits(w, d, c)
+  local N, p, q = w[3], d[2], d[3] + c
+  if d[1] > 0 or q > N then return false end
+  if w[4] == 1 or p == 0 then return true end
+  return p * (w[2] - math.fmod(now, w[2])) <= (N - q) * w[2]
+end
+
+local function wrem(w, d)
+  local N, p, q = w[3], d[2], d[3]
+  if d[1] > 0 or q >= N then return 0 end
+  if w[4] == 1 or p == 0 then return N - q end
+  local y = p * (w[2] - math.fmod(now, w[2]))
+  local m = math.fmod(y, w[2])
+  local k = (y - m) / w[2]
+  if m > 0 then k = k + 1 end
+  return math.max(N - q - k, 0)
+end
+
+local function wcarry(o, s, w)
+  local from, d = now, 0
+  if o[1] == 0 and s[1] > 0 then
+    from, d = (now - math.fmod(now, o[2]) + s[1] * o[2]), s[2] + s[3]
+  elseif o[1] == 0 then
+    d = o[3] - wrem(o, s)
+  elseif s[1] * o[1] > 4503599627370496 then
+    d = 4503599627370496
+  else
+    local t = s[1] * o[1] + s[2]
+    d = (t - math.fmod(t, o[2])) / o[2]
+    if math.fmod(t, o[2]) > 0 then d = d + 1 end
+  end
+  if w[1] > 0 then
+    local x = math.min(d * w[2], 4503599627370496)
+    local b = math.fmod(x, w[1])
+    local du = from - now + (x - b) / w[1]
+    if du > 9007199254740992 - now then return {9007199254740992 - now, 0, 0} end
+    return {du, b, 0}
+  end
+  local k = (from - math.fmod(from, w[2]) - now + math.fmod(now, w[2])) / w[2]
+  if d <= w[3] then return {k, 0, d} end
+  local full = math.floor((d - 1) / w[3])
+  local last = math.floor(9007199254740992 / w[2]) - (now - math.fmod(now, w[2])) / w[2]
+  return {math.min(k + full, last), w[4] == 2 and w[3] or 0, d - full * w[3]}
 end
 
 local function debt(t, w, r)
@@ -273,15 +354,32 @@ elseif v then
   local old = {}
   for i = 1, (bad == 0 and #S or 0) do
     local k, g, f, a, b, r = O[i][1], O[i][3], O[i][4], S[i][1], S[i][2], S[i][3] or 0
-    if k < 1 or O[i][2] < 1 or g < 1 or f < 1 or math.max(k, O[i][2], g, f) > 4503599627370496 or b >= k or r >= g then
+    if k == 0 then
+      if m ~= 3 or O[i][2] < 1 or g < 1 or (f ~= 1 and f ~= 2) or math.max(O[i][2], g) > 4503599627370496 or b > g or r > g or (f == 1 and b > 0) or a * O[i][2] > 9007199254740992 then
+        bad = 1
+        break
+      end
+      old[i] = view(O[i][2], f, a, b, r)
+    elseif k < 1 or O[i][2] < 1 or g < 1 or f < 1 or math.max(k, O[i][2], g, f) > 4503599627370496 or b >= k or r >= g then
       bad = 1
       break
     end
-    old[i] = {0, 0, 0, a, b, r}
-    if a > now or (a == now and b > 0) then old[i] = {a - now, b, r} end
+    if k > 0 then
+      old[i] = {0, 0, 0, a, b, r}
+      if a > now or (a == now and b > 0) then old[i] = {a - now, b, r} end
+    end
   end
   for i = 1, (bad == 0 and n or 0) do
-    if old[i] then D[i] = moved and carry(O[i], old[i], W[i]) or old[i] end
+    local o, s, w = O[i], old[i], W[i]
+    if not s or not moved then
+      D[i] = s or D[i]
+    elseif w[1] == 0 and o[1] == 0 and w[2] == o[2] and w[4] == o[4] then
+      D[i] = {s[1], math.min(s[2], w[3]), math.min(s[3], w[3])}
+    elseif w[1] > 0 and o[1] > 0 then
+      D[i] = carry(o, s, w)
+    else
+      D[i] = wcarry(o, s, w)
+    end
   end
 end
 local P = 4294967296
@@ -312,7 +410,9 @@ if mode == 'C' then
   end
 end
 if bad == 1 then
-  for i = 1, n do D[i] = debt(W[i][4], W[i], 0) end
+  for i = 1, n do
+    D[i] = W[i][1] == 0 and {0, 0, W[i][3]} or debt(W[i][4], W[i], 0)
+  end
 end
 
 local function ticks(i)
@@ -322,12 +422,21 @@ end
 local function put()
   local T, ttl = {}, math.max(tonumber(ARGV[3]), 1)
   for i = 1, n do
-    local d = D[i]
-    local us = math.fmod(d[1], 1000)
-    local ms = (d[1] - us) / 1000
-    if us > 0 or d[2] > 0 then ms = ms + 1 end
+    local d, w = D[i], W[i]
+    local us = d[1]
+    if w[1] == 0 then
+      local start = now - math.fmod(now, w[2]) + d[1] * w[2]
+      T[i] = string.format('%.0f:%.0f:%.0f', start / w[2], d[2], d[3])
+      us = start - now
+      if d[3] > 0 and w[4] == 2 then us = us + 2 * w[2] elseif d[2] + d[3] > 0 then us = us + w[2] end
+      us = math.max(us, 0)
+    else
+      T[i] = string.format('%.0f:%.0f:%.0f', d[4] or now + d[1], d[5] or d[2], d[6] or d[3])
+    end
+    local r = math.fmod(us, 1000)
+    local ms = (us - r) / 1000
+    if r > 0 or (w[1] > 0 and d[2] > 0) then ms = ms + 1 end
     if ms > ttl then ttl = ms end
-    T[i] = string.format('%.0f:%.0f:%.0f', d[4] or now + d[1], d[5] or d[2], d[6] or d[3])
   end
   local value = want .. '/' .. table.concat(T, ',')
   if n == 1 and want == base and string.sub(T[1], -2) == ':0' then value = string.sub(T[1], 1, -3) end
@@ -383,25 +492,38 @@ elseif cost > 0 and mode == 'R' then
   if denied < 0 or moved or bad == 1 then put() end
 elseif cost > 0 then
   for i = 1, n do
-    local t = ticks(i)
-    if not t or t + cost * W[i][2] > W[i][4] then
+    local t = W[i][1] > 0 and ticks(i)
+    if (W[i][1] == 0 and not fits(W[i], D[i], cost)) or (W[i][1] > 0 and (not t or t + cost * W[i][2] > W[i][4])) then
       denied = i - 1
       break
     end
   end
-  if denied < 0 then
-    for i = 1, n do D[i] = debt(ticks(i) + cost * W[i][2], W[i], D[i][3]) end
+  for i = 1, (denied < 0 and n or 0) do
+    if W[i][1] == 0 then
+      D[i] = {D[i][1], D[i][2], D[i][3] + cost}
+    else
+      D[i] = debt(ticks(i) + cost * W[i][2], W[i], D[i][3])
+    end
   end
   if denied < 0 or moved or bad == 1 then put() end
 elseif cost < 0 and v then
   local owed = false
   for i = 1, n do
-    local t = ticks(i)
-    if not t or t > W[i][4] then owed = true end
+    if W[i][1] == 0 then
+      if (D[i][1] > 0 and D[i][2] + D[i][3] > 0) or (D[i][1] == 0 and not fits(W[i], D[i], 0)) then owed = true end
+    else
+      local t = ticks(i)
+      if not t or t > W[i][4] then owed = true end
+    end
   end
   for i = 1, (owed and 0 or n) do
-    local back, t = -cost * W[i][2], ticks(i)
-    if t > 0 and back >= t then
+    local back, t = -cost * W[i][2], W[i][1] > 0 and ticks(i)
+    if W[i][1] == 0 then
+      local d, c = D[i], -cost
+      local b = math.min(c, d[3])
+      local more = W[i][4] == 2 and math.min(c - b, d[2]) or 0
+      D[i] = {d[1], d[2] - more, d[3] - b}
+    elseif t > 0 and back >= t then
       D[i] = {0, 0, 0}
     elseif t > 0 then
       D[i] = debt(t - back, W[i], D[i][3])
@@ -413,20 +535,27 @@ local out = {denied, bad}
 for i = 1, n do
   for j = 1, 3 do out[#out + 1] = D[i][j] end
 end
-if mode == 'R' then out[#out + 1] = now end
+if mode == 'R' or wins then out[#out + 1] = now end
 return out
 `
 
 // gcraScript is gcraSource with its SHA1, which calls send (see call.go).
 var gcraScript = redis.NewScript(gcraSource)
 
-// units is a Limit compiled for the script: time in ticks of 1/k µs, with
-// the same token interval as rules.Rule, so that decisions are equal.
+// units is a Limit compiled for the script. A token bucket's time is in
+// ticks of 1/k µs, with the same token interval as rules.Rule, so that
+// decisions are equal. A window algorithm's (win > 0) is in whole µs.
 type units struct {
 	k        int64  // ticks per µs
 	interval int64  // ticks per token
 	fill     int64  // ticks to fill an empty bucket
 	g        uint64 // rules.Rule's ticks per tick
+
+	// A window algorithm's window: its length in µs (0 for a token
+	// bucket), its limit N, and its algorithm.
+	win int64
+	n   int64
+	alg keyrate.Algorithm
 }
 
 // compileUnits validates l for keyrate (limit.Validate) and for the script,
@@ -445,9 +574,8 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	if err := l.Validate(); err != nil {
 		return units{}, err
 	}
-	if l.Algorithm != keyrate.TokenBucket {
-		return units{}, fmt.Errorf("%w: algorithm %v: redisbucket's script runs the token bucket only",
-			keyrate.ErrInvalidLimit, l.Algorithm)
+	if l.Algorithm.Windowed() {
+		return compileWindow(l)
 	}
 	pol, err := rules.NewRule(l, nil)
 	if err != nil {
@@ -472,6 +600,27 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	return units{k: k, interval: interval, fill: int64(l.Burst) * interval, g: g}, nil
 }
 
+// compileWindow is compileUnits for a window algorithm's limit, valid for
+// keyrate: the script counts time in whole µs, so Per must be one, and it
+// compares the sliding window's weighted counts, at most Rate·Per in µs,
+// in doubles, so that must be at most 2^53.
+func compileWindow(l keyrate.Limit) (units, error) {
+	if l.Per%time.Microsecond != 0 {
+		return units{}, fmt.Errorf("%w: %v window of %v: redisbucket needs a whole number of µs, the server clock's resolution",
+			keyrate.ErrInvalidLimit, l.Algorithm, l.Per)
+	}
+	w := int64(l.Per / time.Microsecond)
+	if hi, lo := bits.Mul64(uint64(l.Rate), uint64(w)); hi != 0 || lo > maxWeighted {
+		return units{}, fmt.Errorf("%w: Rate %d is too many for a %v window of %v in redisbucket: Rate times the window in µs must be at most 2^53, here at most %d",
+			keyrate.ErrInvalidLimit, l.Rate, l.Algorithm, l.Per, maxWeighted/w)
+	}
+	return units{win: w, n: int64(l.Rate), alg: l.Algorithm}, nil
+}
+
+// maxWeighted bounds a window's Rate·Per in µs: the script's largest
+// product, exact in a double.
+const maxWeighted = 1 << 53
+
 func gcd(a, b uint64) uint64 {
 	for b != 0 {
 		a, b = b, a%b
@@ -479,10 +628,43 @@ func gcd(a, b uint64) uint64 {
 	return a
 }
 
-// desc returns u as the script's descriptor of a window, "K:I:G:F".
+// desc returns u as the script's descriptor of a window, "K:I:G:F"; a
+// window algorithm's is "0:W:N:A", with W its length in µs and A 1 for a
+// fixed window, 2 for a sliding one.
 func (u units) desc() string {
-	return fmt.Sprintf("%d:%d:%d:%d", u.k, u.interval, u.g, u.fill)
+	k, i, g, f := u.args()
+	return fmt.Sprintf("%d:%d:%d:%d", k, i, g, f)
 }
+
+// args returns the four numbers of u's descriptor.
+func (u units) args() (k, i int64, g uint64, f int64) {
+	if u.win > 0 {
+		a := int64(1)
+		if u.alg == keyrate.SlidingWindow {
+			a = 2
+		}
+		return 0, u.win, uint64(u.n), a
+	}
+	return u.k, u.interval, u.g, u.fill
+}
+
+// state packs a window's counts as rules.Rule does (see keyrate's
+// window.go): with b = bits.Len(N), the window index above the counts,
+// each in b bits, the previous window's above the current one's for the
+// sliding window. TestWindowState pins the layout against keyrate's.
+func (u units) state(idx, prev, cur uint64) rules.State {
+	b := uint(bits.Len64(uint64(u.n)))
+	if u.alg == keyrate.FixedWindow {
+		idx = min(idx, 1<<(63-b)-1)
+		return rules.State(idx<<b | cur)
+	}
+	idx = min(idx, 1<<(63-2*b)-1)
+	return rules.State(idx<<(2*b) | prev<<b | cur)
+}
+
+// maxLCM bounds the least common multiple of a policy's window
+// algorithms' lengths (see plan.lcm).
+const maxLCM = 365 * 24 * time.Hour
 
 // plan is a policy compiled for the script: its descriptor and arguments,
 // and each window's units, to read the script's reply.
@@ -491,6 +673,13 @@ type plan struct {
 	descArg any   // desc, boxed once for every call
 	args    []any // K, I, G and F of each window
 	units   []units
+	// lcm is the least common multiple of the lengths of the policy's
+	// window algorithms' windows (0 if it has none). rules.Rules reads
+	// their states at a reading t0 in [lcm, 2·lcm) congruent to the
+	// server's now (in ns since the Unix epoch) modulo lcm: every window
+	// then starts where it does on the server, and the previous one is
+	// there too. Token buckets' states are read at t0 as at 0.
+	lcm time.Duration
 	// local is the policy compiled for the store's local clock (the time
 	// source, or clock.System()): the Rules of the reservations made under
 	// it, on whose clock Reservation.Wait sleeps. Store.plan sets it.
@@ -513,12 +702,37 @@ func newPlan(p keyrate.Policy) (*plan, error) {
 			return nil, fmt.Errorf("%w: %q window %d (%v): %w", keyrate.ErrInvalidPolicy, p.Name, i, l, err)
 		}
 		pl.units[i], desc[i] = u, u.desc()
-		pl.args = append(pl.args, u.k, u.interval, u.g, u.fill)
+		k, in, g, f := u.args()
+		pl.args = append(pl.args, k, in, g, f)
+		if u.win > 0 {
+			if pl.lcm == 0 {
+				pl.lcm = l.Per
+			} else if pl.lcm = lcm(pl.lcm, l.Per); pl.lcm > maxLCM || pl.lcm <= 0 {
+				return nil, fmt.Errorf("%w: %q: the lengths of its windows have no common multiple within %v, which redisbucket needs to align them",
+					keyrate.ErrInvalidPolicy, p.Name, maxLCM)
+			}
+		}
 	}
 	pl.desc = strings.Join(desc, ",")
 	pl.descArg = pl.desc
 	return pl, nil
 }
+
+// lcm returns the least common multiple of a and b, or -1 past the
+// longest time.Duration.
+func lcm(a, b time.Duration) time.Duration {
+	m := a / time.Duration(gcd(uint64(a), uint64(b)))
+	hi, lo := bits.Mul64(uint64(m), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return -1
+	}
+	return time.Duration(lo)
+}
+
+// maxAhead bounds the windows a window algorithm's state may count ahead
+// of now's (a debt carried over from another limit, spilled past N): the
+// script keeps a window's start within 2^53 µs.
+const maxAhead = 1 << 53
 
 // maxDebtMicros bounds the whole µs of a debt the script returns: a TAT of
 // at most 2^53 µs, read at now = 0.
@@ -530,37 +744,55 @@ const maxDebtMicros = 1 << 53
 const maxDebt = 1 << 63
 
 // read checks the script's reply res for p and converts it: it writes each
-// window's state into st, as rules.Rules reads it at reading 0 (its
-// debt in rules.Rule's ticks), and returns the denying window (-1 if
-// none) and whether the value was malformed. It returns an error for a
-// reply the script cannot give, so that no Decision built from it can
-// hold a negative or wrapped duration. The reply holds extra values after
-// the windows' (a reservation's now), which read checks only for number
-// and range (0 to maxMicros).
-func (p *plan) read(res []int64, st []rules.State, extra int) (denied int, malformed bool, err error) {
+// window's state into st, as rules.Rules reads it at the reading t0 it
+// returns (0 for a policy of token buckets only: each window's debt in
+// rules.Rule's ticks; see plan.lcm for window algorithms), and returns
+// the denying window (-1 if none) and whether the value was malformed. It
+// returns an error for a reply the script cannot give, so that no
+// Decision built from it can hold a negative or wrapped duration. The
+// reply holds extra values after the windows' (a reservation's now, or
+// the now of a policy with window algorithms, which is last), which read
+// checks only for number and range (0 to maxMicros).
+func (p *plan) read(res []int64, st []rules.State, extra int) (denied int, t0 time.Duration, malformed bool, err error) {
 	n := len(p.units)
 	if len(res) != 2+3*n+extra {
-		return 0, false, fmt.Errorf("script returned %d values, want %d", len(res), 2+3*n+extra)
+		return 0, 0, false, fmt.Errorf("script returned %d values, want %d", len(res), 2+3*n+extra)
 	}
 	for _, x := range res[2+3*n:] {
 		if x < 0 || x > maxMicros {
-			return 0, false, fmt.Errorf("script returned %v, out of range", res)
+			return 0, 0, false, fmt.Errorf("script returned %v, out of range", res)
 		}
 	}
 	if res[0] < -1 || res[0] >= int64(n) || res[1] < 0 || res[1] > 1 {
-		return 0, false, fmt.Errorf("script returned %v, out of range", res)
+		return 0, 0, false, fmt.Errorf("script returned %v, out of range", res)
+	}
+	if p.lcm > 0 {
+		if extra < 1 {
+			return 0, 0, false, fmt.Errorf("script returned %v, without now", res)
+		}
+		t0 = p.lcm + time.Duration(res[len(res)-1])*time.Microsecond%p.lcm
 	}
 	for i, u := range p.units {
 		du, db, r := res[2+3*i], res[3+3*i], res[4+3*i]
+		if u.win > 0 { // ahead, previous and current counts
+			if du < 0 || du > maxAhead || db < 0 || db > u.n || r < 0 || r > u.n || (u.alg == keyrate.FixedWindow && db != 0) {
+				return 0, 0, false, fmt.Errorf("script returned %v, out of range", res)
+			}
+			st[i] = u.state(uint64(t0/(time.Duration(u.win)*time.Microsecond))+uint64(du), uint64(db), uint64(r))
+			continue
+		}
 		if du < 0 || du > maxDebtMicros || db < 0 || db >= u.k || r < 0 || uint64(r) >= u.g || (du == 0 && db == 0 && r != 0) {
-			return 0, false, fmt.Errorf("script returned %v, out of range", res)
+			return 0, 0, false, fmt.Errorf("script returned %v, out of range", res)
 		}
 		hi, lo := bits.Mul64(uint64(du), uint64(u.k)*u.g)
 		d := uint64(maxDebt)
 		if hi == 0 && lo < maxDebt {
 			d = min(lo+uint64(db)*u.g-uint64(r), maxDebt)
 		}
+		if t0 > 0 { // at reading t0: rules.Rule's ticks of t0 later
+			d += uint64(t0) * (uint64(u.k) * u.g / nsPerMicro)
+		}
 		st[i] = rules.State(d)
 	}
-	return int(res[0]), res[1] == 1, nil
+	return int(res[0]), t0, res[1] == 1, nil
 }

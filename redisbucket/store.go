@@ -105,11 +105,14 @@ var (
 // (the script reads TIME before writing, which needs effects replication).
 //
 // New returns an error wrapping keyrate.ErrInvalidLimit if limit is out of
-// range for keyrate (limit.Validate) or for the script: a window algorithm
-// (keyrate.Limit.Using: the script runs the token bucket only), a token
-// interval below 1µs, or a fill time beyond 2^52 ticks of 1/k µs (142
-// years at k = 1); and one wrapping keyrate.ErrInvalidPolicy (and ErrInvalidLimit) for
-// a policy out of range, or with a window out of the script's range. It
+// range for keyrate (limit.Validate) or for the script: a token interval
+// below 1µs, a fill time beyond 2^52 ticks of 1/k µs (142 years at k = 1),
+// a window algorithm's window (keyrate.Limit.Using) that is not a whole
+// number of µs, or a sliding window whose Rate times its length in µs
+// exceeds 2^53; and one wrapping keyrate.ErrInvalidPolicy (and
+// ErrInvalidLimit) for a policy out of range, with a window out of the
+// script's range, or with window algorithms whose lengths have no common
+// multiple within a year (see the package documentation). It
 // returns an error wrapping keyrate.ErrInvalidOption for a nil client (nil
 // itself, or a nil pointer of any client type, such as
 // (*redis.Client)(nil)), one without context deadlines, an option that
@@ -237,6 +240,9 @@ func compilePolicies(limit keyrate.Limit, common config.Settings) (*rules.Polici
 	if def := pols.Default(); !def.Unlimited() {
 		u, _ = compileUnits(def.Rule(0).Limit())
 	}
+	if u.win > 0 {
+		return pols, "-", nil // no value is written "a:b" under a window algorithm
+	}
 	return pols, u.desc(), nil
 }
 
@@ -351,19 +357,19 @@ func (s *Store) allow(ctx context.Context, key string, rs *rules.Rules, cost int
 			return d, nil
 		}
 	}
-	if s.leases != nil {
+	if s.leases != nil && !windowed(rs) {
 		if d, ok, err := s.leases.allow(ctx, s, key, rs, cost); ok {
 			return d, err
 		}
 	}
 	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
-	denied, err := s.eval(ctx, key, rs, cost, st[:n])
+	denied, t0, err := s.eval(ctx, key, rs, cost, st[:n])
 	if err == nil {
-		d := rs.Decide(st[:n], 0, cost, denied)
+		d := rs.Decide(st[:n], t0, cost, denied)
 		if s.deny != nil {
 			if denied >= 0 || d.Remaining == 0 {
-				s.deny.put(key, rs, st[:n], s.denyNow())
+				s.deny.put(key, rs, st[:n], t0, s.denyNow())
 			} else {
 				s.deny.drop(key)
 			}
@@ -443,8 +449,9 @@ func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, 
 	}
 	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
-	if _, err = s.eval(ctx, key, rs, 0, st[:n]); err == nil {
-		return rs.Peek(st[:n], 0), nil
+	var t0 time.Duration
+	if _, t0, err = s.eval(ctx, key, rs, 0, st[:n]); err == nil {
+		return rs.Peek(st[:n], t0), nil
 	}
 	if ctx.Err() != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err())
@@ -477,39 +484,40 @@ func (s *Store) plan(rs *rules.Rules) (*plan, error) {
 
 // eval runs the script for key under rs: it spends cost tokens (cost > 0),
 // peeks (0) or refunds −cost tokens (cost < 0), writes the windows' states
-// after the call into st, as rs reads them at reading 0, and returns the
+// after the call into st, as rs reads them at the reading t0 it returns
+// (0 unless rs has a window algorithm: see plan.lcm), and returns the
 // window that denied a spend (-1 if none). Its error wraps ErrUnavailable
 // and has been counted and reported, unless parent is done.
-func (s *Store) eval(parent context.Context, key string, rs *rules.Rules, cost int, st []rules.State) (int, error) {
-	denied, _, err := s.evalMode(parent, key, rs, cost, "", st)
-	return denied, err
+func (s *Store) eval(parent context.Context, key string, rs *rules.Rules, cost int, st []rules.State) (denied int, t0 time.Duration, err error) {
+	denied, _, t0, err = s.evalMode(parent, key, rs, cost, "", st)
+	return denied, t0, err
 }
 
 // evalMode is eval in the script's mode: "" as eval, or a reservation's
 // "R:u:x" (see gcraScript), for which it also returns the server's now in
 // µs, as the script read it.
-func (s *Store) evalMode(parent context.Context, key string, rs *rules.Rules, cost int, mode string, st []rules.State) (denied int, now int64, err error) {
+func (s *Store) evalMode(parent context.Context, key string, rs *rules.Rules, cost int, mode string, st []rules.State) (denied int, now int64, t0 time.Duration, err error) {
 	p, err := s.plan(rs)
 	if err != nil {
-		return 0, 0, s.fail(err)
+		return 0, 0, 0, s.fail(err)
 	}
 	rkey := s.redisKey(key)
 	res, err := s.run(parent, rkey, p, cost, mode)
 	if err == errRefused {
-		return 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
+		return 0, 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
 	}
 	bad, extra := false, 0
-	if mode != "" {
+	if mode != "" || p.lcm > 0 {
 		extra = 1
 	}
 	if err == nil {
-		denied, bad, err = p.read(res, st, extra)
+		denied, t0, bad, err = p.read(res, st, extra)
 	}
 	if err != nil {
 		if parent.Err() != nil {
-			return 0, 0, err // the caller gave up: not an outage
+			return 0, 0, 0, err // the caller gave up: not an outage
 		}
-		return 0, 0, s.fail(err)
+		return 0, 0, 0, s.fail(err)
 	}
 	if extra == 1 {
 		now = res[len(res)-1]
@@ -530,7 +538,17 @@ func (s *Store) evalMode(parent context.Context, key string, rs *rules.Rules, co
 			f(fmt.Errorf("%w at key %q: %s", ErrMalformedBucket, rkey, what))
 		}
 	}
-	return denied, now, nil
+	return denied, now, t0, nil
+}
+
+// windowed reports whether rs has a window algorithm's window.
+func windowed(rs *rules.Rules) bool {
+	for i := range rs.Len() {
+		if rs.Rule(i).Algorithm().Windowed() {
+			return true
+		}
+	}
+	return false
 }
 
 // run sends one EVALSHA of the script (EVAL if the server lacks it) for

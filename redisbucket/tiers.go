@@ -94,7 +94,7 @@ func (s *Store) refund(ctx context.Context, key string, rs *rules.Rules, cost in
 		return fmt.Errorf("redisbucket: %w", err)
 	}
 	var st [keyrate.MaxLimits]rules.State
-	_, err := s.eval(ctx, key, rs, -cost, st[:rs.Len()])
+	_, _, err := s.eval(ctx, key, rs, -cost, st[:rs.Len()])
 	if err == nil {
 		return nil
 	}

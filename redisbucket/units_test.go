@@ -62,7 +62,7 @@ func TestRepliesNeverNegative(t *testing.T) {
 		}
 		var st [1]rules.State
 		for _, res := range replies {
-			if _, _, err := pl.read(res, st[:], 0); err != nil {
+			if _, _, _, err := pl.read(res, st[:], 0); err != nil {
 				t.Fatalf("%v: read rejects %v: %v", l, res, err)
 			}
 			for _, cost := range []int{1, l.Burst} {
@@ -105,7 +105,7 @@ func TestReadRejects(t *testing.T) {
 		{-1, 0, 0, 0, 0, 0, 0, int64(pl.units[1].g)},
 	} {
 		var st [2]rules.State
-		if _, _, err := pl.read(res, st[:], 0); err == nil {
+		if _, _, _, err := pl.read(res, st[:], 0); err == nil {
 			t.Errorf("read(%v) = nil, want an error", res)
 		}
 	}

@@ -39,7 +39,10 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 // maxWait. (For several windows an in-process store refuses instead a
 // slot past its clock range, 2^62 ticks after its creation.)
 //
-// It returns the errors of AllowNContext. If Redis fails to answer within
+// It returns the errors of AllowNContext, and one wrapping
+// keyrate.ErrInvalidPolicy, sending nothing, under a policy with a window
+// algorithm (keyrate.FixedWindow, SlidingWindow), which the script does
+// not reserve under. If Redis fails to answer within
 // the timeout, the failure policy answers (see FailurePolicy): FailClosed
 // returns an error wrapping ErrUnavailable, FailOpen an OK Reservation
 // with no delay, and FallbackLocal the fallback store's reservation (whose
@@ -135,13 +138,17 @@ func (s *Store) reserve(ctx context.Context, key string, rs *rules.Rules, cost i
 	if err != nil {
 		return keyrate.Reservation{}, err // checked by New or SetPolicy: cannot fail
 	}
+	if p.lcm > 0 {
+		return keyrate.Reservation{}, fmt.Errorf("%w: policy %q counts in windows (%v): redisbucket reserves (Reserve, Wait) under token buckets only",
+			keyrate.ErrInvalidPolicy, rs.Name(), rs.Policy().Limits)
+	}
 	mode := ""
 	if wait > 0 {
 		mode = p.waitMode(rs, wait)
 	}
 	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
-	denied, now, err := s.evalMode(ctx, key, rs, cost, mode, st[:n])
+	denied, now, _, err := s.evalMode(ctx, key, rs, cost, mode, st[:n])
 	t := p.local.Now() // the reply's arrival, on the clock Wait sleeps on
 	if err == nil {
 		if denied >= 0 {
