@@ -43,7 +43,10 @@ const (
 // refund; "R:u:x" for a reservation, "C:hi:lo" for a cancel: see below),
 // then K, I, G and F of each window: K ticks per µs, I ticks per token, G
 // ticks of rules.Rule per tick, F ticks to fill an empty bucket. A
-// descriptor lists its windows as "K:I:G:F", joined by ",".
+// descriptor lists its windows as "K:I:G:F", joined by ",". A call of the
+// policy whose one window is base, with the mode "", sends the short
+// form, three fewer arguments for the common case: now, the cost, the
+// least TTL, then K, I, G and F.
 //
 // The value is "desc/a:b:r,a:b:r,...": the descriptor of the windows the
 // states are under, then each window's TAT, a whole µs plus b ticks (0 ≤ b
@@ -143,25 +146,36 @@ const (
 // did, at its cost: the rest of the script allocates tables and closures
 // that made it a third slower.
 //
-// Numbers go to redis.call through string.format('%.0f'), which is exact
-// below 2^53, never through Lua's number-to-string conversion (14
-// significant digits).
+// Numbers go to redis.call through string.format('%d'), which is exact
+// for integers below 2^63 (a cast to a C long) and cheaper than '%.0f',
+// never through Lua's number-to-string conversion (14 significant
+// digits).
 const gcraSource = `
 
-local now = tonumber(ARGV[1])
-if now < 0 then
+local now
+if ARGV[1] == '-1' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
 end
 if now > 4503599627370496 then now = 4503599627370496 end
-local cost, want, base = tonumber(ARGV[2]), ARGV[4], ARGV[5]
+local cost = tonumber(ARGV[2])
 local v = redis.pcall('GET', KEYS[1])
-if want == base and cost >= 0 and ARGV[6] == '' and type(v) ~= 'table' then
-  local K, I, F = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[10])
-  local a, b = '0', '0'
-  if v then a, b = string.match(v, '^(%d+):(%d+)$') end
-  if a and #a <= 16 and #b <= 16 and (#a < 16 or a <= '9007199254740992') and tonumber(b) < K then
-    a, b = tonumber(a), tonumber(b)
+local short = #ARGV == 7
+if (short or (ARGV[4] == ARGV[5] and ARGV[6] == '')) and cost >= 0 and type(v) ~= 'table' then
+  local o = short and 3 or 6
+  local K, I, F = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])
+  local a, b = 0, 0
+  if v then
+    a, b = string.match(v, '^(%d+):(%d+)$')
+    if a and #a <= 16 and #b <= 16 and (#a < 16 or a <= '9007199254740992') then
+      a, b = tonumber(a), tonumber(b)
+    else
+      a = nil
+    end
+  end
+  if a and b < K then
     local du, db = 0, 0
     if a > now or (a == now and b > 0) then du, db = a - now, b end
     if cost == 0 or du * K > F or du * K + db + cost * I > F then return {cost == 0 and -1 or 0, 0, du, db, 0} end
@@ -172,16 +186,22 @@ if want == base and cost >= 0 and ARGV[6] == '' and type(v) ~= 'table' then
     local ttl = (du - us) / 1000
     if us > 0 or db > 0 then ttl = ttl + 1 end
     ttl = math.max(ttl, tonumber(ARGV[3]), 1)
-    redis.call('SET', KEYS[1], string.format('%.0f:%.0f', now + du, db), 'PX', string.format('%.0f', ttl))
+    redis.call('SET', KEYS[1], string.format('%d:%d', now + du, db), 'PX', string.format('%d', ttl))
     return {-1, 0, du, db, 0}
   end
 end
-local mode, m1, m2 = string.match(ARGV[6], '^([RC]):(%d+):(%d+)$')
-local n = (#ARGV - 6) / 4
+local A = ARGV
+if short then
+  local d = table.concat(ARGV, ':', 4, 7)
+  A = {ARGV[1], ARGV[2], ARGV[3], d, d, '', ARGV[4], ARGV[5], ARGV[6], ARGV[7]}
+end
+local want, base = A[4], A[5]
+local mode, m1, m2 = string.match(A[6], '^([RC]):(%d+):(%d+)$')
+local n = (#A - 6) / 4
 local W, D, bad, moved, wins = {}, {}, 0, false, false
 for i = 1, n do
   local j = 4 * i + 3
-  W[i] = {tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])}
+  W[i] = {tonumber(A[j]), tonumber(A[j + 1]), tonumber(A[j + 2]), tonumber(A[j + 3])}
   D[i] = {0, 0, 0}
   if W[i][1] == 0 then wins = true end
 end
@@ -420,18 +440,18 @@ local function ticks(i)
   return D[i][1] * W[i][1] + D[i][2]
 end
 local function put()
-  local T, ttl = {}, math.max(tonumber(ARGV[3]), 1)
+  local T, ttl = {}, math.max(tonumber(A[3]), 1)
   for i = 1, n do
     local d, w = D[i], W[i]
     local us = d[1]
     if w[1] == 0 then
       local start = now - math.fmod(now, w[2]) + d[1] * w[2]
-      T[i] = string.format('%.0f:%.0f:%.0f', start / w[2], d[2], d[3])
+      T[i] = string.format('%d:%d:%d', start / w[2], d[2], d[3])
       us = start - now
       if d[3] > 0 and w[4] == 2 then us = us + 2 * w[2] elseif d[2] + d[3] > 0 then us = us + w[2] end
       us = math.max(us, 0)
     else
-      T[i] = string.format('%.0f:%.0f:%.0f', d[4] or now + d[1], d[5] or d[2], d[6] or d[3])
+      T[i] = string.format('%d:%d:%d', d[4] or now + d[1], d[5] or d[2], d[6] or d[3])
     end
     local r = math.fmod(us, 1000)
     local ms = (us - r) / 1000
@@ -440,7 +460,7 @@ local function put()
   end
   local value = want .. '/' .. table.concat(T, ',')
   if n == 1 and want == base and string.sub(T[1], -2) == ':0' then value = string.sub(T[1], 1, -3) end
-  redis.call('SET', KEYS[1], value, 'PX', string.format('%.0f', ttl))
+  redis.call('SET', KEYS[1], value, 'PX', string.format('%d', ttl))
 end
 
 local denied = -1
@@ -673,6 +693,9 @@ type plan struct {
 	descArg any   // desc, boxed once for every call
 	args    []any // K, I, G and F of each window
 	units   []units
+	// short is whether the plan is the one window base (see gcraScript's
+	// short form); Store.plan sets it.
+	short bool
 	// lcm is the least common multiple of the lengths of the policy's
 	// window algorithms' windows (0 if it has none). rules.Rules reads
 	// their states at a reading t0 in [lcm, 2·lcm) congruent to the

@@ -478,6 +478,7 @@ func (s *Store) plan(rs *rules.Rules) (*plan, error) {
 	if p.local, err = rules.NewRules(rs.Policy(), s.localClock()); err != nil {
 		return nil, err
 	}
+	p.short = p.desc == s.base
 	actual, _ := s.plans.LoadOrStore(rs, p)
 	return actual.(*plan), nil
 }
@@ -593,7 +594,10 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 		m = mode
 	}
 	bp := argPool.Get().(*[]any)
-	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL, p.descArg, s.baseArg, m)
+	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL)
+	if !p.short || mode != "" {
+		args = append(args, p.descArg, s.baseArg, m)
+	}
 	return call(ctx, s.client, bp, append(args, p.args...))
 }
 
