@@ -22,7 +22,8 @@ var emptyScript = redis.NewScript("return 0")
 // BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
 // GCRA script, on the server's TIME, every call allowed so every call
 // writes) and AllowTier under a policy of two windows
-// (op=allow-windows=2), Wait (op=wait: the script's reservation mode,
+// (op=allow-windows=2) and under a sliding window (op=allow-sliding:
+// the window algorithms' path), Wait (op=wait: the script's reservation mode,
 // never needing to sleep) and AllowN on a key the deny cache denies
 // (op=deny-cached: no round trip) with an EVALSHA of an empty script
 // (op=evalsha-empty), at 1, 8 and 50 client goroutines sharing one pool,
@@ -39,8 +40,14 @@ func BenchmarkRedis(b *testing.B) {
 		keyrate.WithPolicies(keyrate.Policy{Name: "two", Limits: []keyrate.Limit{
 			keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
 			{Rate: 1_000_000_000, Per: time.Hour, Burst: 1_000_000_000},
+		}}, keyrate.Policy{Name: "sliding", Limits: []keyrate.Limit{
+			keyrate.Limit{Rate: 1_000_000, Per: time.Hour}.Using(keyrate.SlidingWindow),
 		}}))
 	two, err := store.Tier("two")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sliding, err := store.Tier("sliding")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,6 +75,13 @@ func BenchmarkRedis(b *testing.B) {
 			d, err := store.AllowTier(key+"-two", two, 1)
 			if err == nil && !d.Allowed {
 				err = fmt.Errorf("AllowTier(%q) denied: the benchmark's limits should allow every call", key)
+			}
+			return err
+		}},
+		{"allow-sliding", func(key string) error {
+			d, err := store.AllowTier(key+"-sliding", sliding, 1)
+			if err == nil && !d.Allowed {
+				err = fmt.Errorf("AllowTier(%q) denied: the benchmark's limit should allow every call", key)
 			}
 			return err
 		}},
