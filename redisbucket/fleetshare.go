@@ -17,7 +17,9 @@ const MaxFallbackNodes = 1 << 16
 // fallbacks during an outage together stay within each limit: every
 // window of every policy (the WithFallbackLimit limit included, and the
 // policies SetPolicy sets later) keeps its Rate but over n times its Per,
-// and gets a Burst of Burst/n, rounded down, but at least 1. Give it the
+// and gets a Burst of Burst/n, rounded down, but at least 1; a window
+// algorithm's window (keyrate.FixedWindow, SlidingWindow) keeps its Per
+// and counts Rate/n, rounded down, but at least 1. Give it the
 // number of processes that share the Redis buckets. New returns an error
 // wrapping keyrate.ErrInvalidOption for n out of 1 to MaxFallbackNodes or
 // a failure policy other than FallbackLocal, and one wrapping
@@ -38,7 +40,10 @@ const MaxFallbackNodes = 1 << 16
 //     m/N ≤ 1 of it), plus m·1 tokens where Burst < N (each share's Burst
 //     is at least 1). A count below the real fleet's admits that much
 //     more: N real processes with WithFallbackNodes(n) admit up to N/n of
-//     the fallbacks' part.
+//     the fallbacks' part. A window algorithm's fallbacks, each aligned
+//     to its own creation, admit up to twice their share, 2·⌊Rate/n⌋
+//     each, over an interval of length Per that spans two of their
+//     windows.
 //
 // The deny cache (WithDenyCache) and the circuit breaker (WithBreaker) add
 // no overshoot: the cache only denies, and the open breaker answers by the
@@ -54,9 +59,15 @@ func WithFallbackNodes(n int) keyrate.Option {
 }
 
 // share returns 1/n of l: the same Rate over n times the Per (or, where
-// that overflows, Rate/n over the Per), and a Burst of Burst/n, at least 1.
+// that overflows, Rate/n over the Per), and a Burst of Burst/n, at least 1;
+// for a window algorithm, Rate/n (at least 1) in the same window.
 func share(l keyrate.Limit, n int) keyrate.Limit {
 	if n <= 1 {
+		return l
+	}
+	if l.Algorithm.Windowed() {
+		l.Rate = max(l.Rate/n, 1)
+		l.Burst = l.Rate
 		return l
 	}
 	if l.Per <= math.MaxInt64/timeN(n) {

@@ -255,3 +255,26 @@ func TestWindowLeasesBypassed(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowFallbackShare: FallbackLocal with WithFallbackNodes(4) under a
+// window limit of 20 answers an unreachable Redis from a fallback that
+// counts 5 in the window.
+func TestWindowFallbackShare(t *testing.T) {
+	for _, alg := range windowAlgorithms {
+		client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = client.Close() })
+		clk := clock.NewManual(start)
+		s := mustNew(t, client, keyrate.Limit{Rate: 20, Per: time.Minute}.Using(alg),
+			redisbucket.WithTimeSource(clk), redisbucket.WithEvictionAllowed(),
+			redisbucket.WithFailurePolicy(redisbucket.FallbackLocal), redisbucket.WithFallbackNodes(4))
+		admitted := 0
+		for range 10 {
+			if s.Allow("k") {
+				admitted++
+			}
+		}
+		if admitted != 5 {
+			t.Errorf("%v: the fallback admitted %d of 10, want 5", alg, admitted)
+		}
+	}
+}
