@@ -594,8 +594,13 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	if err := l.Validate(); err != nil {
 		return units{}, err
 	}
-	if l.Algorithm.Windowed() {
+	switch l.Algorithm {
+	case keyrate.TokenBucket:
+	case keyrate.FixedWindow, keyrate.SlidingWindow:
 		return compileWindow(l)
+	default:
+		return units{}, fmt.Errorf("%w: algorithm %v: redisbucket's script runs token-bucket, fixed-window and sliding-window only",
+			keyrate.ErrInvalidLimit, l.Algorithm)
 	}
 	pol, err := rules.NewRule(l, nil)
 	if err != nil {
