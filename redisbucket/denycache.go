@@ -25,6 +25,9 @@ const MaxDenyCacheKeys = 1 << 20
 // well under a microsecond and allocates nothing (see BenchmarkRedis,
 // op=deny-cached).
 //
+// A request of a larger cost that comes after the moment a cost of 1
+// would be there goes to Redis.
+//
 // The cache only ever denies, so it never admits more than Redis would.
 // It denies at most one round trip's time longer than Redis would: it
 // reads a key's state as of the moment the reply arrived (on the store's

@@ -94,7 +94,12 @@
 // common set (a second, a minute, an hour, a day) has. A debt carried
 // over from another limit far ahead saturates at a window starting 2^53
 // µs after the epoch (the year 2255), where keyrate's saturates at its
-// clock range; both deny for years.
+// clock range; both deny for years. A window's value is
+// "0:W:N:A/i:p:q" (its length in µs, its limit, 1 for the fixed window or
+// 2 for the sliding one; the index of its window and the counts of the
+// previous window and of that one); a process of the previous version,
+// which refuses window limits, reads it under a policy of its own as
+// malformed: an empty bucket, which admits nothing.
 //
 // The deny cache serves window algorithms as token buckets: it denies a
 // key until its cached state, read as the time moves on, would allow the
