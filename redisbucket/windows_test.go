@@ -278,3 +278,54 @@ func TestWindowFallbackShare(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowMalformed: a window's key holding a value no Store writes
+// (another program's, counts above N, a previous count in a fixed window,
+// a window past 2^53 µs, another type) is answered as a window that has
+// counted N at now: denied, counted in Stats.Malformed, and replaced by a
+// spend with that full window, which the next window forgets.
+func TestWindowMalformed(t *testing.T) {
+	srv := server(t)
+	client := newClient(t, srv.Addr())
+	for _, alg := range windowAlgorithms {
+		limit := keyrate.Limit{Rate: 4, Per: time.Second}.Using(alg)
+		a := map[keyrate.Algorithm]int{keyrate.FixedWindow: 1, keyrate.SlidingWindow: 2}[alg]
+		desc := fmt.Sprintf("0:1000000:4:%d", a)
+		bads := []string{"junk", "12:0", desc + "/1000:0", desc + "/1000:0:5", desc + "/1000:5:0",
+			desc + "/9007199254741:0:0", desc + "/99999999999999999:0:0", "hash"}
+		if alg == keyrate.SlidingWindow {
+			bads[4] = desc + "/1000:5:1" // a sliding window has a previous count, up to N
+		}
+		for _, bad := range bads {
+			t.Run(fmt.Sprintf("alg=%v/value=%s", alg, bad), func(t *testing.T) {
+				clk := clock.NewManual(start)
+				prefix := uniquePrefix(t)
+				s := mustNew(t, client, limit, redisbucket.WithTimeSource(clk), redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))
+				var err error
+				if bad == "hash" {
+					err = client.HSet(t.Context(), prefix+"k", "f", "v").Err()
+				} else {
+					err = client.Set(t.Context(), prefix+"k", bad, 0).Err()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := s.AllowN("k", 1)
+				if err != nil || d.Allowed || d.Remaining != 0 {
+					t.Fatalf("AllowN on %q = %+v, %v; want denied with nothing remaining", bad, d, err)
+				}
+				if st := s.Stats(); st.Malformed != 1 {
+					t.Fatalf("Stats().Malformed = %d, want 1", st.Malformed)
+				}
+				want := fmt.Sprintf("%s/%d:0:4", desc, start/time.Second)
+				if v, err := client.Get(t.Context(), prefix+"k").Result(); err != nil || v != want {
+					t.Fatalf("the key holds %q, %v; want %q", v, err, want)
+				}
+				clk.Advance(2 * time.Second) // past the window the full count weighs on
+				if d, err := s.AllowN("k", 4); err != nil || !d.Allowed {
+					t.Fatalf("AllowN(4) two windows later = %+v, %v; want allowed", d, err)
+				}
+			})
+		}
+	}
+}
