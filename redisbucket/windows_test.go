@@ -169,47 +169,55 @@ func windowFleet(t *testing.T, newClient func(testing.TB) redis.UniversalClient,
 // the Unix epoch's multiples of W and its counts, and the key expires
 // when its counts no longer weigh: at the window's end for the fixed
 // window, at the next one's for the sliding window (rounded up to a ms).
+// The windows are an hour long, and a key found gone must have reached
+// its end on the server's clock.
 func TestWindowValue(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
 	for _, alg := range windowAlgorithms {
 		t.Run("alg="+alg.String(), func(t *testing.T) {
-			limit := keyrate.Limit{Rate: 3, Per: 2 * time.Second}.Using(alg)
+			limit := keyrate.Limit{Rate: 3, Per: time.Hour}.Using(alg)
+			a, weighs := 1, limit.Per // the windows a count weighs on
+			if alg == keyrate.SlidingWindow {
+				a, weighs = 2, 2*limit.Per
+			}
 			prefix := uniquePrefix(t)
 			s := mustNew(t, client, limit, redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))
-			now := serverTime(t, client)
+			before := serverTime(t, client)
 			if _, err := s.AllowN("k", 2); err != nil {
 				t.Fatal(err)
 			}
-			v, err := client.Get(t.Context(), prefix+"k").Result()
-			if err != nil {
+			var get *redis.StringCmd
+			var pttl *redis.DurationCmd
+			if _, err := client.Pipelined(t.Context(), func(p redis.Pipeliner) error {
+				get, pttl = p.Get(t.Context(), prefix+"k"), p.PTTL(t.Context(), prefix+"k")
+				return nil
+			}); err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
-			a := 1
-			if alg == keyrate.SlidingWindow {
-				a = 2
+			after := serverTime(t, client)
+			if errors.Is(get.Err(), redis.Nil) {
+				if end := before.Truncate(limit.Per) + weighs; after < end {
+					t.Fatalf("the key is gone at %v, before its counts' end at %v", after, end)
+				}
+				return
 			}
+			v := get.Val()
 			desc, state, _ := strings.Cut(v, "/")
-			if want := fmt.Sprintf("0:2000000:3:%d", a); desc != want {
+			if want := fmt.Sprintf("0:3600000000:3:%d", a); desc != want {
 				t.Fatalf("value %q: descriptor %q, want %q", v, desc, want)
 			}
 			f := strings.Split(state, ":")
 			idx, _ := strconv.ParseInt(f[0], 10, 64)
 			// The call ran between the two readings of TIME.
-			if lo, hi := int64(now/limit.Per), int64(serverTime(t, client)/limit.Per); len(f) != 3 || idx < lo || idx > hi || f[1] != "0" || f[2] != "2" {
+			if lo, hi := int64(before/limit.Per), int64(after/limit.Per); len(f) != 3 || idx < lo || idx > hi || f[1] != "0" || f[2] != "2" {
 				t.Fatalf("value %q, want a window from %d to %d, 0 and 2 counted", v, lo, hi)
 			}
-			ttl, err := client.PTTL(t.Context(), prefix+"k").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			end := time.Duration(idx+1) * limit.Per
-			if alg == keyrate.SlidingWindow {
-				end += limit.Per
-			}
-			// rounded up to a whole ms
-			if most := (end - now + time.Millisecond - 1).Truncate(time.Millisecond); ttl <= 0 || ttl > most {
-				t.Fatalf("PTTL %v, want above 0 and at most %v", ttl, most)
+			end := time.Duration(idx)*limit.Per + weighs
+			// rounded up to a whole ms; gone only at the end
+			ttl, most := pttl.Val(), (end - before + time.Millisecond - 1).Truncate(time.Millisecond)
+			if ttl > most || (ttl <= 0 && after < end) {
+				t.Fatalf("PTTL %v at %v, want above 0 and at most %v (or gone from %v)", ttl, after, most, end)
 			}
 		})
 	}
