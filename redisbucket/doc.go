@@ -108,7 +108,7 @@
 // algorithm (such a key goes to Redis on every call), since tokens handed
 // out up to a lease's Life late would land in the next window, which
 // counts them nowhere. Reserve and Wait return an error wrapping
-// keyrate.ErrInvalidPolicy under such a policy: the script reserves under
+// keyrate.ErrUnsupportedAlgorithm under such a policy: the script reserves under
 // token buckets only.
 //
 // # Waiting

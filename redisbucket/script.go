@@ -635,8 +635,8 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	case keyrate.FixedWindow, keyrate.SlidingWindow:
 		return compileWindow(l)
 	default:
-		return units{}, fmt.Errorf("%w: algorithm %v: redisbucket's script runs token-bucket, fixed-window and sliding-window only",
-			keyrate.ErrInvalidLimit, l.Algorithm)
+		return units{}, fmt.Errorf("%w: %w: algorithm %v: redisbucket's script runs token-bucket, fixed-window and sliding-window only",
+			keyrate.ErrUnsupportedAlgorithm, keyrate.ErrInvalidLimit, l.Algorithm)
 	}
 	pol, err := rules.NewRule(l, nil)
 	if err != nil {

@@ -40,7 +40,7 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 // slot past its clock range, 2^62 ticks after its creation.)
 //
 // It returns the errors of AllowNContext, and one wrapping
-// keyrate.ErrInvalidPolicy, sending nothing, under a policy with a window
+// keyrate.ErrUnsupportedAlgorithm, sending nothing, under a policy with a window
 // algorithm (keyrate.FixedWindow, SlidingWindow), which the script does
 // not reserve under. If Redis fails to answer within
 // the timeout, the failure policy answers (see FailurePolicy): FailClosed
@@ -140,7 +140,7 @@ func (s *Store) reserve(ctx context.Context, key string, rs *rules.Rules, cost i
 	}
 	if p.lcm > 0 {
 		return keyrate.Reservation{}, fmt.Errorf("%w: policy %q counts in windows (%v): redisbucket reserves (Reserve, Wait) under token buckets only",
-			keyrate.ErrInvalidPolicy, rs.Name(), rs.Policy().Limits)
+			keyrate.ErrUnsupportedAlgorithm, rs.Name(), rs.Policy().Limits)
 	}
 	mode := ""
 	if wait > 0 {

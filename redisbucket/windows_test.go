@@ -224,16 +224,17 @@ func TestWindowValue(t *testing.T) {
 }
 
 // TestWindowReserveRefused: Reserve and Wait under a window algorithm
-// return an error wrapping keyrate.ErrInvalidPolicy, sending nothing.
+// return an error wrapping keyrate.ErrUnsupportedAlgorithm, sending
+// nothing.
 func TestWindowReserveRefused(t *testing.T) {
 	srv := server(t)
 	for _, alg := range windowAlgorithms {
 		s := mustNew(t, newClient(t, srv.Addr()), keyrate.PerSecond(5).Using(alg), redisbucket.WithPrefix(uniquePrefix(t)))
-		if _, err := s.Reserve("k", 1, time.Second); !errors.Is(err, keyrate.ErrInvalidPolicy) {
-			t.Errorf("%v: Reserve = %v, want an error wrapping %v", alg, err, keyrate.ErrInvalidPolicy)
+		if _, err := s.Reserve("k", 1, time.Second); !errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
+			t.Errorf("%v: Reserve = %v, want an error wrapping %v", alg, err, keyrate.ErrUnsupportedAlgorithm)
 		}
-		if err := s.Wait(t.Context(), "k", 1); !errors.Is(err, keyrate.ErrInvalidPolicy) {
-			t.Errorf("%v: Wait = %v, want an error wrapping %v", alg, err, keyrate.ErrInvalidPolicy)
+		if err := s.Wait(t.Context(), "k", 1); !errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
+			t.Errorf("%v: Wait = %v, want an error wrapping %v", alg, err, keyrate.ErrUnsupportedAlgorithm)
 		}
 		if st := s.Stats(); st.Calls != 0 {
 			t.Errorf("%v: %d calls, want none", alg, st.Calls)
