@@ -35,8 +35,12 @@
 //     "unknown_policy", "invalid_cost" (keyrate.ErrInvalidCost and
 //     ErrCostExceedsBurst), "no_key" (a middleware found no key) and
 //     "backend" (anything else: a Redis error).
-//   - keyrate_degraded_total{policy, decision}: decisions a failure policy
-//     made instead of the store (redisbucket with Redis unreachable).
+//   - keyrate_degraded_total{policy, decision}: answers a failure policy
+//     gave instead of the store (redisbucket when Redis failed: every
+//     Redis failure that was not the caller giving up). They count in
+//     keyrate_decisions_total too, or, under FailClosed, whose answer
+//     carries redisbucket.ErrUnavailable, in keyrate_errors_total with
+//     error="backend".
 //   - keyrate_keys: keys tracked now; keyrate_evictions_total: buckets
 //     evicted; keyrate_refused_total: new keys refused at WithMaxKeys's cap.
 //     These three come from the watched stores' Stats, read at each scrape,

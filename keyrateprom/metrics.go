@@ -119,10 +119,16 @@ func (m *Metrics) Watch(s Stater) error {
 // Observe counts e. It is the keyrate.Observer method.
 func (m *Metrics) Observe(e keyrate.Event) {
 	c := m.counters(e.Policy)
+	if e.Degraded {
+		if e.Allowed {
+			c.degradedAllowed.Inc()
+		} else {
+			c.degradedDenied.Inc()
+		}
+	}
 	switch {
 	case e.Err != nil:
 		c.errs[errKind(e.Err)].Inc()
-		return
 	case e.Allowed:
 		c.allowed.Inc()
 		if e.Cost > 0 {
@@ -132,13 +138,6 @@ func (m *Metrics) Observe(e keyrate.Event) {
 		c.denied.Inc()
 		if e.Shadow {
 			c.shadowDenied.Inc()
-		}
-	}
-	if e.Degraded {
-		if e.Allowed {
-			c.degradedAllowed.Inc()
-		} else {
-			c.degradedDenied.Inc()
 		}
 	}
 }

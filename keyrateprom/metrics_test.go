@@ -34,6 +34,7 @@ func TestObserveCounts(t *testing.T) {
 		{Key: "d", Policy: "free", Cost: 99, Err: keyrate.ErrCostExceedsBurst},
 		{Key: "", Policy: "free", Cost: 1, Err: keyrate.ErrInvalidKey},
 		{Key: "e", Policy: "free", Cost: 1, Err: errors.New("dial tcp: connection refused")},
+		{Key: "f", Policy: "free", Cost: 1, Degraded: true, Err: errors.New("redisbucket: redis unavailable")},
 	} {
 		m.Observe(e)
 	}
@@ -68,7 +69,7 @@ keyrate_shadow_denied_total{policy="pro",store="api"} 1
 	require.Equal(t, 1.0, errs("gold", "unknown_policy"))
 	require.Equal(t, 2.0, errs("free", "invalid_cost"))
 	require.Equal(t, 1.0, errs("free", "invalid_key"))
-	require.Equal(t, 1.0, errs("free", "backend"))
+	require.Equal(t, 2.0, errs("free", "backend"))
 	require.Equal(t, 0.0, errs("pro", "backend"))
 
 	degraded := func(decision string) float64 {
@@ -76,6 +77,8 @@ keyrate_shadow_denied_total{policy="pro",store="api"} 1
 	}
 	require.Equal(t, 1.0, degraded("allowed"))
 	require.Equal(t, 1.0, degraded("denied"))
+	require.Equal(t, 1.0, testutil.ToFloat64(counterOf(t, reg, "keyrate_degraded_total",
+		map[string]string{"policy": "free", "decision": "denied"})), "a FailClosed answer: degraded, and an error")
 }
 
 // counterOf gathers reg and returns the value of the series of metric

@@ -236,4 +236,12 @@
 // and FailOpen (no error: nothing was counted), and given to the fallback
 // store under FallbackLocal. A caller's own context that ends first is not
 // an outage: the call returns its error.
+//
+// # Metrics
+//
+// keyrate.WithObserver makes the store tell an observer (such as the
+// keyrateprom module's Metrics) of every AllowN, AllowTier, Reserve and
+// Wait, as the in-process stores do; an answer the failure policy gave
+// is an event with Degraded set. The fallback store reports nothing of
+// its own, so nothing is counted twice.
 package redisbucket

@@ -161,12 +161,13 @@ func (ls *leases) entry(key string, now time.Duration) *lease {
 // allow answers a request of cost for key under rs from a lease, taking
 // one if the key is hot, and reports whether it did; if not, the request
 // goes to Redis as without leases. A lease's round trip that fails is
-// answered by the failure policy (and reported as answered).
-func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rules, cost int) (keyrate.Decision, bool, error) {
+// answered by the failure policy (and reported as answered, and as
+// degraded).
+func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rules, cost int) (_ keyrate.Decision, ok bool, _ error, degraded bool) {
 	now := ls.clk.Now()
 	l := ls.entry(key, now)
 	if l == nil || cost > ls.cfg.Size {
-		return keyrate.Decision{}, false, nil
+		return keyrate.Decision{}, false, nil, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -181,25 +182,25 @@ func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rul
 	if l.tokens >= cost && now < l.end && now >= l.end-ls.cfg.Life {
 		l.tokens -= cost
 		s.leased.Add(1)
-		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil
+		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil, false
 	}
 	ls.giveBack(ctx, s, key, l)
 	if !hot || !l.fits {
-		return keyrate.Decision{}, false, nil
+		return keyrate.Decision{}, false, nil, false
 	}
 	var st [keyrate.MaxLimits]rules.State
 	denied, _, err := s.eval(ctx, key, rs, ls.cfg.Size, st[:rs.Len()])
 	if err != nil {
-		d, err := s.failed(ctx, key, rs, cost, err)
-		return d, true, err
+		d, err, degraded := s.failed(ctx, key, rs, cost, err)
+		return d, true, err, degraded
 	}
 	if denied >= 0 {
-		return keyrate.Decision{}, false, nil // too few tokens for a lease: ask for cost alone
+		return keyrate.Decision{}, false, nil, false // too few tokens for a lease: ask for cost alone
 	}
 	s.leasesTaken.Add(1)
 	s.leased.Add(1)
 	l.tokens, l.end = ls.cfg.Size-cost, now+ls.cfg.Life
-	return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil
+	return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil, false
 }
 
 // giveBack refunds l's unused tokens, under l.rs, and empties it. A refund

@@ -333,34 +333,45 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 func (s *Store) AllowNContext(ctx context.Context, key string, cost int) (keyrate.Decision, error) {
 	rs, err := s.pols.ForKey(key)
 	if err != nil {
+		s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 		return keyrate.Decision{}, err
 	}
 	return s.allow(ctx, key, rs, cost)
 }
 
-// allow is AllowNContext under rs.
+// allow is AllowNContext under rs, told to the store's observer.
 func (s *Store) allow(ctx context.Context, key string, rs *rules.Rules, cost int) (keyrate.Decision, error) {
+	d, err, degraded := s.decide(ctx, key, rs, cost)
+	if s.pols.Observer() != nil {
+		s.pols.ObserveEvent(keyrate.Event{Key: key, Policy: rs.Name(), Cost: cost, Allowed: d.Allowed, Err: err, Degraded: degraded})
+	}
+	return d, err
+}
+
+// decide is allow's decision, and whether the failure policy made it
+// (Redis failed).
+func (s *Store) decide(ctx context.Context, key string, rs *rules.Rules, cost int) (_ keyrate.Decision, _ error, degraded bool) {
 	if err := rs.CheckCost(cost); err != nil {
-		return keyrate.Decision{}, err
+		return keyrate.Decision{}, err, false
 	}
 	if err := checkKey(key); err != nil {
-		return keyrate.Decision{}, err
+		return keyrate.Decision{}, err, false
 	}
 	if rs.Unlimited() {
-		return rs.UnlimitedDecision(), nil
+		return rs.UnlimitedDecision(), nil, false
 	}
 	if err := ctx.Err(); err != nil {
-		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", err)
+		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", err), false
 	}
 	if s.deny != nil {
 		if d, ok := s.deny.deny(key, rs, cost, s.denyNow()); ok {
 			s.deniedLocally.Add(1)
-			return d, nil
+			return d, nil, false
 		}
 	}
 	if s.leases != nil && !windowed(rs) {
-		if d, ok, err := s.leases.allow(ctx, s, key, rs, cost); ok {
-			return d, err
+		if d, ok, err, degraded := s.leases.allow(ctx, s, key, rs, cost); ok {
+			return d, err, degraded
 		}
 	}
 	var st [keyrate.MaxLimits]rules.State
@@ -375,7 +386,7 @@ func (s *Store) allow(ctx context.Context, key string, rs *rules.Rules, cost int
 				s.deny.drop(key)
 			}
 		}
-		return d, nil
+		return d, nil, false
 	}
 	return s.failed(ctx, key, rs, cost, err)
 }
@@ -383,25 +394,26 @@ func (s *Store) allow(ctx context.Context, key string, rs *rules.Rules, cost int
 // failed is the answer to a request of cost for key under rs whose call
 // to Redis failed with err: ctx's error if the caller gave up, else the
 // failure policy's.
-func (s *Store) failed(ctx context.Context, key string, rs *rules.Rules, cost int, err error) (keyrate.Decision, error) {
+// It reports whether the failure policy answered (degraded).
+func (s *Store) failed(ctx context.Context, key string, rs *rules.Rules, cost int, err error) (_ keyrate.Decision, _ error, degraded bool) {
 	if ctx.Err() != nil {
-		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err())
+		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", ctx.Err()), false
 	}
 	s.degraded.Add(1)
 	switch s.set.policy {
 	case FailOpen:
-		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs)}, nil
+		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs)}, nil, true
 	case FallbackLocal:
 		if t, err := s.fallback.Tier(rs.Name()); err == nil {
 			if d, err := s.fallback.AllowTier(key, t, cost); err == nil {
-				return d, nil
+				return d, nil, true
 			}
 		}
 		// The fallback can never allow it (a cost above its Burst): deny
 		// as FailClosed does, without the error, as the policy promises.
-		return closed(rs, cost), nil
+		return closed(rs, cost), nil, true
 	}
-	return closed(rs, cost), err
+	return closed(rs, cost), err, true
 }
 
 // closed is FailClosed's answer under rs: denied, with RetryAfter the time

@@ -28,6 +28,7 @@ func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Deci
 func (s *Store) AllowTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
+		s.pols.ObserveMiss(key, tier, cost, err)
 		return keyrate.Decision{}, err
 	}
 	return s.allow(ctx, key, rs, cost)

@@ -51,6 +51,7 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 func (s *Store) ReserveContext(ctx context.Context, key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
 	rs, err := s.pols.ForKey(key)
 	if err != nil {
+		s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 		return keyrate.Reservation{}, err
 	}
 	return s.reserve(ctx, key, rs, cost, maxWait)
@@ -66,6 +67,7 @@ func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait tim
 func (s *Store) ReserveTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
+		s.pols.ObserveMiss(key, tier, cost, err)
 		return keyrate.Reservation{}, err
 	}
 	return s.reserve(ctx, key, rs, cost, maxWait)
@@ -88,6 +90,7 @@ func (s *Store) Wait(ctx context.Context, key string, cost int) error {
 	}
 	rs, err := s.pols.ForKey(key)
 	if err != nil {
+		s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
 		return err
 	}
 	return s.wait(ctx, key, rs, cost, wait)
@@ -102,6 +105,7 @@ func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cos
 	}
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
+		s.pols.ObserveMiss(key, tier, cost, err)
 		return err
 	}
 	return s.wait(ctx, key, rs, cost, wait)
@@ -119,28 +123,38 @@ func (s *Store) wait(ctx context.Context, key string, rs *rules.Rules, cost int,
 	return r.Wait(ctx)
 }
 
-// reserve is ReserveContext under rs.
+// reserve is ReserveContext under rs, told to the store's observer.
 func (s *Store) reserve(ctx context.Context, key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
+	r, err, degraded := s.reserveDecide(ctx, key, rs, cost, wait)
+	if s.pols.Observer() != nil {
+		s.pols.ObserveEvent(keyrate.Event{Key: key, Policy: rs.Name(), Cost: cost, Allowed: err == nil && r.OK(), Err: err, Degraded: degraded})
+	}
+	return r, err
+}
+
+// reserveDecide is reserve's reservation, and whether the failure policy
+// made it (Redis failed).
+func (s *Store) reserveDecide(ctx context.Context, key string, rs *rules.Rules, cost int, wait time.Duration) (_ keyrate.Reservation, _ error, degraded bool) {
 	if err := rs.CheckCost(cost); err != nil {
-		return keyrate.Reservation{}, err
+		return keyrate.Reservation{}, err, false
 	}
 	if err := checkKey(key); err != nil {
-		return keyrate.Reservation{}, err
+		return keyrate.Reservation{}, err, false
 	}
 	if rs.Unlimited() {
 		t := s.localClock().Now()
-		return rules.NewReservation(s, key, rs, 0, t, t, wait, cost, true), nil
+		return rules.NewReservation(s, key, rs, 0, t, t, wait, cost, true), nil, false
 	}
 	if err := ctx.Err(); err != nil {
-		return keyrate.Reservation{}, fmt.Errorf("redisbucket: %w", err)
+		return keyrate.Reservation{}, fmt.Errorf("redisbucket: %w", err), false
 	}
 	p, err := s.plan(rs)
 	if err != nil {
-		return keyrate.Reservation{}, err // checked by New or SetPolicy: cannot fail
+		return keyrate.Reservation{}, err, false // checked by New or SetPolicy: cannot fail
 	}
 	if p.lcm > 0 {
 		return keyrate.Reservation{}, fmt.Errorf("%w: policy %q counts in windows (%v): redisbucket reserves (Reserve, Wait) under token buckets only",
-			keyrate.ErrUnsupportedAlgorithm, rs.Name(), rs.Policy().Limits)
+			keyrate.ErrUnsupportedAlgorithm, rs.Name(), rs.Policy().Limits), false
 	}
 	mode := ""
 	if wait > 0 {
@@ -152,32 +166,32 @@ func (s *Store) reserve(ctx context.Context, key string, rs *rules.Rules, cost i
 	t := p.local.Now() // the reply's arrival, on the clock Wait sleeps on
 	if err == nil {
 		if denied >= 0 {
-			return rules.NewReservation(s, key, p.local, 0, t, after(t, rs.SlotFor(st[:n], 0, cost)), wait, cost, false), nil
+			return rules.NewReservation(s, key, p.local, 0, t, after(t, rs.SlotFor(st[:n], 0, cost)), wait, cost, false), nil, false
 		}
 		// Window 0's TAT in rules.Rule's ticks since the Unix epoch,
 		// modulo 2^64: its debt plus now (see gcraScript's cancel).
 		u := p.units[0]
 		end := rules.State(uint64(now)*uint64(u.k)*u.g + uint64(st[0]))
-		return rules.NewReservation(s, key, p.local, end, t, after(t, rs.Slot(st[:n], 0)), wait, cost, true), nil
+		return rules.NewReservation(s, key, p.local, end, t, after(t, rs.Slot(st[:n], 0)), wait, cost, true), nil, false
 	}
 	if ctx.Err() != nil {
-		return keyrate.Reservation{}, fmt.Errorf("redisbucket: %w", ctx.Err())
+		return keyrate.Reservation{}, fmt.Errorf("redisbucket: %w", ctx.Err()), false
 	}
 	s.degraded.Add(1)
 	switch s.set.policy {
 	case FailOpen:
-		return rules.NewReservation(s, key, p.local, 0, t, t, wait, cost, true), nil
+		return rules.NewReservation(s, key, p.local, 0, t, t, wait, cost, true), nil, true
 	case FallbackLocal:
 		tier, ferr := s.fallback.Tier(rs.Name())
 		if ferr == nil {
 			var r keyrate.Reservation
 			if r, ferr = s.fallback.ReserveTier(key, tier, cost, wait); ferr == nil {
-				return r, nil
+				return r, nil, true
 			}
 		}
-		return keyrate.Reservation{}, fmt.Errorf("%w (and the fallback store cannot serve it: %w)", err, ferr)
+		return keyrate.Reservation{}, fmt.Errorf("%w (and the fallback store cannot serve it: %w)", err, ferr), true
 	}
-	return keyrate.Reservation{}, err
+	return keyrate.Reservation{}, err, true
 }
 
 // after returns the reading d after reading t, saturating at the longest

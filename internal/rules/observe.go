@@ -14,6 +14,10 @@ func (ps *Policies) Observe(key, policy string, cost int, allowed bool, err erro
 	ps.obs.Observe(keyrate.Event{Key: key, Policy: policy, Cost: cost, Allowed: allowed, Err: err})
 }
 
+// ObserveEvent tells the store's observer of e. It must be called only
+// when Observer is not nil.
+func (ps *Policies) ObserveEvent(e keyrate.Event) { ps.obs.Observe(e) }
+
 // ObserveMiss tells the store's observer, if it has one, of a call that
 // failed with err before its policy was found: under tier's policy (a
 // Tier of another store), or, for the zero Tier, under the policy

@@ -1,0 +1,106 @@
+package redisbucket_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []keyrate.Event
+}
+
+func (l *eventLog) Observe(e keyrate.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) take() []keyrate.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.events
+	l.events = nil
+	return e
+}
+
+// checkEvents compares events, errors by errors.Is against want's.
+func checkEvents(t *testing.T, what string, got, want []keyrate.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events %+v, want %d %+v", what, len(got), got, len(want), want)
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		gerr, werr := g.Err, w.Err
+		g.Err, w.Err = nil, nil
+		if g != w || (gerr == nil) != (werr == nil) || werr != nil && !errors.Is(gerr, werr) {
+			t.Errorf("%s: event %d %+v (err %v), want %+v (err %v)", what, i, g, gerr, w, werr)
+		}
+	}
+}
+
+// TestObserver: against a real server, every AllowN, AllowTier and
+// Reserve is one event; a policy the store lacks is one with its error.
+func TestObserver(t *testing.T) {
+	srv := server(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	var log eventLog
+	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(2)}}
+	s := mustNew(t, c, keyrate.PerMinute(1), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), keyrate.WithPolicies(pro), keyrate.WithObserver(&log))
+	tier, err := s.Tier("pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Allow("a")
+	s.AllowN("a", 1)
+	s.AllowTier("b", tier, 2)
+	s.Reserve("c", 1, 0)
+	s.AllowN("c", 0)
+	def := keyrate.DefaultPolicy
+	checkEvents(t, "real server", log.take(), []keyrate.Event{
+		{Key: "a", Policy: def, Cost: 1, Allowed: true},
+		{Key: "a", Policy: def, Cost: 1},
+		{Key: "b", Policy: "pro", Cost: 2, Allowed: true},
+		{Key: "c", Policy: def, Cost: 1, Allowed: true},
+		{Key: "c", Policy: def, Cost: 0, Err: keyrate.ErrInvalidCost},
+	})
+}
+
+// TestObserverDegraded: with Redis unreachable, the failure policy's
+// answers are events marked Degraded: FailOpen's allowed with no error,
+// FailClosed's denied with ErrUnavailable.
+func TestObserverDegraded(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	def := keyrate.DefaultPolicy
+	allowed := keyrate.Event{Key: "k", Policy: def, Cost: 1, Allowed: true, Degraded: true}
+	denied := keyrate.Event{Key: "k", Policy: def, Cost: 1, Degraded: true}
+	closed := keyrate.Event{Key: "k", Policy: def, Cost: 1, Degraded: true, Err: redisbucket.ErrUnavailable}
+	for _, tc := range []struct {
+		policy redisbucket.FailurePolicy
+		want   []keyrate.Event // AllowN's, then Reserve's
+	}{
+		{redisbucket.FailOpen, []keyrate.Event{allowed, allowed}},
+		{redisbucket.FailClosed, []keyrate.Event{closed, closed}},
+		// The fallback store enforces 1 a minute: the reservation finds
+		// it spent.
+		{redisbucket.FallbackLocal, []keyrate.Event{allowed, denied}},
+	} {
+		var log eventLog
+		s := mustNew(t, c, keyrate.PerMinute(1), redisbucket.WithTimeout(time.Second),
+			redisbucket.WithFailurePolicy(tc.policy), keyrate.WithObserver(&log))
+		s.AllowN("k", 1)
+		s.Reserve("k", 1, 0)
+		checkEvents(t, tc.policy.String(), log.take(), tc.want)
+	}
+}
