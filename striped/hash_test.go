@@ -85,7 +85,7 @@ func TestSeededHashSpreads(t *testing.T) {
 	var buf [8]byte
 	for i := 0; i < 1<<16; i++ {
 		binary.LittleEndian.PutUint64(buf[:], uint64(i))
-		counts[maphash.String(s.seed, string(buf[:]))&s.mask]++
+		counts[maphash.String(s.seed, string(buf[:]))>>s.tab.shift]++
 	}
 	for i, c := range counts {
 		if c > 2*(1<<16)/64 || c < (1<<16)/64/2 {

@@ -8,16 +8,11 @@ import (
 	"github.com/keyrate/keyrate/internal/layout"
 )
 
-// TestStripePadding asserts that a stripe fills exactly one cache line, so
-// that neighbouring stripes' mutexes never share one, whatever the key type.
+// TestStripePadding asserts that a stripe fills a whole number of cache
+// lines, so that neighbouring stripes' mutexes never share one.
 func TestStripePadding(t *testing.T) {
-	for name, got := range map[string]uintptr{
-		"stripe[string]": unsafe.Sizeof(stripe[string]{}),
-		"stripe[uint64]": unsafe.Sizeof(stripe[uint64]{}),
-	} {
-		if got != layout.CacheLine {
-			t.Errorf("unsafe.Sizeof(%s{}) = %d, want %d", name, got, layout.CacheLine)
-		}
+	if got := unsafe.Sizeof(stripe{}); got%layout.CacheLine != 0 {
+		t.Errorf("unsafe.Sizeof(stripe{}) = %d, want a multiple of %d", got, layout.CacheLine)
 	}
 }
 

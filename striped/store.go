@@ -92,15 +92,13 @@ import (
 // creates no timer when the tokens are there, and otherwise sleeps on the
 // store's clock on the caller's goroutine.
 type Store struct {
-	pols   *rules.Policies
-	seed   maphash.Seed
-	mask   uint64
-	strs   *table[string] // the stripes, keyed by key unless hashed
-	hashes *table[uint64] // the stripes, keyed by the key's hash if hashed
-	book   sweep.Book
-	pacer  sweep.Pacer   // paces whole sweeps on refusals by a full store
-	grace  time.Duration // config.Settings.EvictionGrace
-	bg     *sweep.Background
+	pols  *rules.Policies
+	seed  maphash.Seed
+	tab   *table // the stripes
+	book  sweep.Book
+	pacer sweep.Pacer   // paces whole sweeps on refusals by a full store
+	grace time.Duration // config.Settings.EvictionGrace
+	bg    *sweep.Background
 }
 
 var (
@@ -148,16 +146,8 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{
-		pols: pols,
-		seed: maphash.MakeSeed(),
-		mask: uint64(own.stripes - 1),
-	}
-	if set.HashedKeys {
-		s.hashes = newTable[uint64](own.stripes)
-	} else {
-		s.strs = newTable[string](own.stripes)
-	}
+	s := &Store{pols: pols, seed: maphash.MakeSeed()}
+	s.tab = newTable(s, own.stripes, set.HashedKeys)
 	s.book.Init(set.MaxKeys)
 	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
 	s.grace = set.EvictionGrace
@@ -187,11 +177,7 @@ func (s *Store) Allow(key string) bool {
 	if rs.Len() == 1 { // the hot path: a known key
 		r := rs.Rule(0)
 		var ok, hit bool
-		if s.hashes != nil {
-			_, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Now(), 1, 0)
-		} else {
-			_, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Now(), 1, 0)
-		}
+		_, ok, hit = s.tab.takeOne(key, h, rs, r, r.Now(), 1, 0)
 		if hit {
 			return ok
 		}
@@ -262,11 +248,7 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 			state   rules.State
 			ok, hit bool
 		)
-		if s.hashes != nil {
-			state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, now, cost, 0)
-		} else {
-			state, ok, hit = s.strs.takeOne(s, key, h, rs, r, now, cost, 0)
-		}
+		state, ok, hit = s.tab.takeOne(key, h, rs, r, now, cost, 0)
 		if hit {
 			return r.Decide(state, now, cost, ok), nil
 		}
@@ -288,11 +270,7 @@ func (s *Store) take(key string, h uint64, rs *rules.Rules, cost int, wait time.
 		denied int
 		full   bool
 	)
-	if s.hashes != nil {
-		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost, wait)
-	} else {
-		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost, wait)
-	}
+	st, now, denied, full = s.tab.take(s, key, h, rs, now, cost, wait)
 	if full {
 		return s.full(key, h, rs, now, cost, wait)
 	}
@@ -307,25 +285,32 @@ func (s *Store) full(key string, h uint64, rs *rules.Rules, now time.Duration, c
 	if s.pacer.Charge(sweep.RefusalWeight) {
 		s.Sweep()
 		s.pacer.Swept()
-	} else if s.hashes != nil {
-		s.hashes.evictOne(s, h)
 	} else {
-		s.strs.evictOne(s, h)
+		s.tab.evictOne(s, h)
 	}
 	var (
 		st     sweep.States
 		denied int
 		full   bool
 	)
-	if s.hashes != nil {
-		st, now, denied, full = s.hashes.take(s, h, h, rs, now, cost, wait)
-	} else {
-		st, now, denied, full = s.strs.take(s, key, h, rs, now, cost, wait)
-	}
+	st, now, denied, full = s.tab.take(s, key, h, rs, now, cost, wait)
 	if full {
-		return st, now, 0, s.book.Refuse()
+		return st, now, 0, s.refuse()
 	}
 	return st, now, denied, nil
+}
+
+// errTableFull is the refusal of a new key by a stripe whose table cannot
+// take it (flatmap.Map.Insert) in a store that is not full.
+var errTableFull = fmt.Errorf("%w: the key's stripe holds 4 GiB of keys or 65535 policies", keyrate.ErrStoreFull)
+
+// refuse counts a refused request and returns its error: the cap's, or
+// errTableFull if the store is not full.
+func (s *Store) refuse() error {
+	if err := s.book.Refuse(); s.book.Full() && err != nil {
+		return err
+	}
+	return errTableFull
 }
 
 // Reserve reserves cost tokens of key for the earliest slot at most
@@ -363,11 +348,7 @@ func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Dura
 	h := maphash.String(s.seed, key)
 	r := rs.Rule(0)
 	t = rs.Now()
-	if s.hashes != nil {
-		state, ok, hit = s.hashes.takeOne(s, h, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
-	} else {
-		state, ok, hit = s.strs.takeOne(s, key, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
-	}
+	state, ok, hit = s.tab.takeOne(key, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
 	return state, t, ok, hit
 }
 
@@ -395,10 +376,7 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 	}
 	key := r.Key()
 	h := maphash.String(s.seed, key)
-	if s.hashes != nil {
-		return s.hashes.cancel(s, h, h, rs, rules.ReservationEnd(r), r.At(), r.Cost())
-	}
-	return s.strs.cancel(s, key, h, rs, rules.ReservationEnd(r), r.At(), r.Cost())
+	return s.tab.cancel(key, h, rs, rules.ReservationEnd(r), r.At(), r.Cost())
 }
 
 // Peek reports what a cost-1 request for key would get now, spending
@@ -416,11 +394,7 @@ func (s *Store) Peek(key string) keyrate.Decision {
 		st sweep.States
 		at time.Duration
 	)
-	if s.hashes != nil {
-		st, at = s.hashes.peek(h, h, rs, rs.Now())
-	} else {
-		st, at = s.strs.peek(key, h, rs, rs.Now())
-	}
+	st, at = s.tab.peek(key, h, rs, rs.Now())
 	return rs.Peek(st[:rs.Len()], at)
 }
 
@@ -453,11 +427,7 @@ func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 		return err
 	}
 	h := maphash.String(s.seed, key)
-	if s.hashes != nil {
-		s.hashes.refund(s, h, h, rs, rs.Now(), cost)
-	} else {
-		s.strs.refund(s, key, h, rs, rs.Now(), cost)
-	}
+	s.tab.refund(key, h, rs, rs.Now(), cost)
 	return nil
 }
 
@@ -496,11 +466,7 @@ func (s *Store) routine(now time.Duration) time.Duration {
 // sweepAt removes every key whose bucket is full at reading now.
 func (s *Store) sweepAt(now time.Duration) int {
 	var n, left int
-	if s.hashes != nil {
-		n, left = s.hashes.sweep(s, now)
-	} else {
-		n, left = s.strs.sweep(s, now)
-	}
+	n, left = s.tab.sweep(s, now)
 	s.pacer.Reset(left)
 	return n
 }

@@ -1,40 +1,41 @@
 package striped
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
+	"github.com/keyrate/keyrate/internal/flatmap"
 	"github.com/keyrate/keyrate/internal/layout"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
-// table is the store's stripes, with keys of type K: the key string, or
-// with keyrate.WithHashedKeys its 64-bit hash, which makes the maps
-// pointer-free. The code is the same for both.
-type table[K comparable] struct {
-	stripes []stripe[K]
+// table is the store's stripes. A key's hash picks its stripe by its
+// top bits and its slot in the stripe's flatmap.Map by its low bits.
+type table struct {
+	stripes []stripe
+	shift   uint // 64 - log2(len(stripes)): h>>shift is h's stripe
 }
 
-// stripe is one lock and the keys it guards, padded to a whole cache line
-// so that two stripes' locks never share a line (asserted by a test). Every
-// field is guarded by mu.
-type stripe[K comparable] struct {
+// stripeData is one lock and the keys it guards. Every field is guarded
+// by mu.
+type stripeData struct {
 	mu sync.Mutex
-	m  map[K]sweep.Block
+	m  flatmap.Map
 	// floor is the latest reading at which any key evicted from this
 	// stripe was full: a key missing from the stripe is a bucket in the
 	// floor's states (see insert).
 	floor sweep.Floor
-	// peak is the most keys m has held since it was made: Go maps never
-	// shrink, so a stripe whose map falls to a quarter of its peak is
-	// rebuilt.
-	peak int32
-	// gen counts rebuilds of m, so that a sweep that let go of the lock
-	// can tell that the map it was ranging over has been replaced.
-	gen uint32
-	_   [layout.CacheLine - 32]byte // pad: mutex 8, map 8, floor 8, peak 4, gen 4 to one line
+}
+
+// stripe is a stripeData padded to a whole number of cache lines, so that
+// two stripes' locks never share a line (asserted by a test).
+type stripe struct {
+	stripeData
+	_ [(layout.CacheLine - unsafe.Sizeof(stripeData{})%layout.CacheLine) % layout.CacheLine]byte
 }
 
 // sweepChunk is how many keys a whole sweep examines under a stripe's
@@ -43,20 +44,26 @@ type stripe[K comparable] struct {
 const sweepChunk = 256
 
 // sampled is how many keys of its stripe an insertion examines for
-// eviction. Go starts every range over a map at a random entry, so this is
-// a random sample: while the fraction of a stripe's keys that are full
+// eviction: a run of keys from a random slot, which hashing makes a
+// random sample. While the fraction of a stripe's keys that are full
 // exceeds 1/sampled, insertions evict them faster than they add keys, so a
 // store without a cap holds about sampled/(sampled-1) times its keys that
 // are not full (the Incremental check measured 1048 keys for 1000 live).
 const sampled = 16
 
-func newTable[K comparable](stripes int) *table[K] {
-	t := &table[K]{stripes: make([]stripe[K], stripes)}
+func newTable(s *Store, stripes int, hashed bool) *table {
+	t := &table{stripes: make([]stripe, stripes), shift: 64}
+	for n := stripes; n > 1; n >>= 1 {
+		t.shift--
+	}
 	for i := range t.stripes {
-		t.stripes[i].m = make(map[K]sweep.Block)
+		t.stripes[i].m.Init(s.seed, hashed)
 	}
 	return t
 }
+
+// of returns the stripe of hash h.
+func (t *table) of(h uint64) *stripe { return &t.stripes[h>>t.shift] }
 
 // take spends cost tokens for key, whose hash is h, under rs at clock
 // reading now, from every window of its bucket if each holds them (or
@@ -64,26 +71,26 @@ func newTable[K comparable](stripes int) *table[K] {
 // returns the states after the call, the reading it was decided at and
 // rules.Rules.Take's result. A key under another policy is carried over
 // to rs first (rules.Rules.Carry). It reports full, and does nothing,
-// when key is new and the cap leaves no room for it.
-func (t *table[K]) take(s *Store, key K, h uint64, rs *rules.Rules, now time.Duration, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
-	sp := &t.stripes[h&s.mask]
+// when key is new and the cap leaves no room for it (or its stripe's
+// table none: flatmap.Map.Insert).
+func (t *table) take(s *Store, key string, h uint64, rs *rules.Rules, now time.Duration, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
+	sp := t.of(h)
 	sp.mu.Lock()
-	e, found := sp.m[key]
+	i, found := sp.m.Find(key, h)
 	if !found {
-		return sp.insert(s, key, rs, now, cost, wait) // unlocks
+		return sp.insert(s, key, h, rs, now, cost, wait) // unlocks
 	}
-	if e.Rules == rs && rs.Len() == 1 { // the hot path
+	if sp.m.Rules(i) == rs && rs.Len() == 1 { // the hot path
 		r := rs.Rule(0)
 		var next rules.State
 		var ok bool
 		if rs.OneBucket() { // the token bucket's arithmetic, inlined
-			next, ok = r.ReserveBucket(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
+			next, ok = r.ReserveBucket(sp.m.First(i), r.Ticks(now), cost, r.WaitTicks(wait))
 		} else { // a window algorithm
-			next, ok = r.Reserve(e.First, r.Ticks(now), cost, r.WaitTicks(wait))
+			next, ok = r.Reserve(sp.m.First(i), r.Ticks(now), cost, r.WaitTicks(wait))
 		}
 		if ok {
-			e.First = next
-			sp.m[key] = e
+			sp.m.SetFirst(i, next)
 		}
 		sp.mu.Unlock()
 		st[0] = next
@@ -92,88 +99,100 @@ func (t *table[K]) take(s *Store, key K, h uint64, rs *rules.Rules, now time.Dur
 		}
 		return st, now, 0, false
 	}
-	if e.Rules != rs {
-		e = carry(e, rs, now)
+	defer sp.mu.Unlock()
+	n := rs.Len()
+	if !sp.load(i, rs, now, st[:n]) {
+		return st, now, 0, true
 	}
-	at, denied = e.Spend(now, cost, wait, &sp.floor, st[:rs.Len()])
-	sp.m[key] = e
-	sp.mu.Unlock()
-	return st, at, denied, false
+	_, denied = rs.Reserve(st[:n], now, cost, wait)
+	sp.m.Store(i, st[:n])
+	return st, now, denied, false
+}
+
+// load loads the states of the key in slot i, under rs at reading now,
+// into s, carrying a key under another policy over to rs first
+// (rules.Rules.Carry) and storing it so; it reports false, loading
+// nothing, if the carried key does not fit the stripe's table.
+func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.State) bool {
+	from := sp.m.Rules(i)
+	if from == rs {
+		sp.m.Load(i, s)
+		return true
+	}
+	var old sweep.States
+	sp.m.Load(i, old[:from.Len()])
+	rs.Carry(from, old[:from.Len()], now, s)
+	return sp.m.SetRules(i, rs, s)
 }
 
 // takeOne is take's hot path, for a key st holds under rs, a policy of one
 // window whose rule is r, at tick now, with a wait of wait ticks (0 for a
 // spend): it returns the state after the call and whether it spent. It reports a miss, and does nothing, for any other
 // key. It returns no States, which would cost a 64-byte copy per call.
-func (t *table[K]) takeOne(s *Store, key K, h uint64, rs *rules.Rules, r *rules.Rule, now uint64, cost int, wait uint64) (state rules.State, ok, hit bool) {
-	sp := &t.stripes[h&s.mask]
+func (t *table) takeOne(key string, h uint64, rs *rules.Rules, r *rules.Rule, now uint64, cost int, wait uint64) (state rules.State, ok, hit bool) {
+	sp := t.of(h)
 	sp.mu.Lock()
-	e, found := sp.m[key]
-	if !found || e.Rules != rs {
+	i, found := sp.m.Find(key, h)
+	if !found || sp.m.Rules(i) != rs {
 		sp.mu.Unlock()
 		return 0, false, false
 	}
 	var next rules.State
 	if rs.OneBucket() { // the token bucket's arithmetic, inlined
-		next, ok = r.ReserveBucket(e.First, now, cost, wait)
+		next, ok = r.ReserveBucket(sp.m.First(i), now, cost, wait)
 	} else { // a window algorithm
-		next, ok = r.Reserve(e.First, now, cost, wait)
+		next, ok = r.Reserve(sp.m.First(i), now, cost, wait)
 	}
 	if ok {
-		e.First = next
-		sp.m[key] = e
+		sp.m.SetFirst(i, next)
 	}
 	sp.mu.Unlock()
 	return next, ok, true
 }
 
-// carry returns the block of a key whose block e is under another policy
-// than rs, carried over to rs at reading now (rules.Rules.Carry).
-func carry(e sweep.Block, rs *rules.Rules, now time.Duration) sweep.Block {
-	var old, into sweep.States
-	e.Load(old[:e.Rules.Len()])
-	rs.Carry(e.Rules, old[:e.Rules.Len()], now, into[:rs.Len()])
-	return sweep.NewBlock(rs, into[:rs.Len()])
-}
-
 // refund gives cost tokens back to key under rs at reading now, carrying
 // a key under another policy over to rs first. A missing key is full.
-func (t *table[K]) refund(s *Store, key K, h uint64, rs *rules.Rules, now time.Duration, cost int) {
-	sp := &t.stripes[h&s.mask]
+func (t *table) refund(key string, h uint64, rs *rules.Rules, now time.Duration, cost int) {
+	sp := t.of(h)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	e, found := sp.m[key]
-	if !found {
+	i, found := sp.m.Find(key, h)
+	var s sweep.States
+	n := rs.Len()
+	if !found || !sp.load(i, rs, now, s[:n]) || s[0] >= sweep.Fresh {
 		return
 	}
-	if e.Rules != rs {
-		e = carry(e, rs, now)
-	}
-	e.Refund(now, cost)
-	sp.m[key] = e
+	rs.Refund(s[:n], now, cost)
+	sp.m.Store(i, s[:n])
 }
 
 // cancel gives back the cost tokens of a reservation of key under rs that
 // left window 0 in state end, with its slot at reading slot, if the key's
-// bucket allows it (sweep.Block.Cancel), reading the clock under the
+// bucket allows it (rules.Rules.Cancel), reading the clock under the
 // stripe's lock, and reports whether it did.
-func (t *table[K]) cancel(s *Store, key K, h uint64, rs *rules.Rules, end rules.State, slot time.Duration, cost int) bool {
-	sp := &t.stripes[h&s.mask]
+func (t *table) cancel(key string, h uint64, rs *rules.Rules, end rules.State, slot time.Duration, cost int) bool {
+	sp := t.of(h)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	e, found := sp.m[key]
-	if !found || e.Rules != rs || !e.Cancel(end, rs.Now(), slot, cost) {
+	i, found := sp.m.Find(key, h)
+	if !found || sp.m.Rules(i) != rs || sp.m.First(i) >= sweep.Fresh {
 		return false
 	}
-	sp.m[key] = e
+	var s sweep.States
+	n := rs.Len()
+	sp.m.Load(i, s[:n])
+	if !rs.Cancel(s[:n], end, rs.Now(), slot, cost) {
+		return false
+	}
+	sp.m.Store(i, s[:n])
 	return true
 }
 
-// insert is take for a key missing from st, called with st.mu held; it
+// insert is take for a key missing from sp, called with sp.mu held; it
 // releases it.
 //
 // A missing key is a bucket in the floor's states, the latest reading at
-// which any key evicted from st was full (none if none): a full bucket at
+// which any key evicted from sp was full (none if none): a full bucket at
 // every reading from the floor on, where it agrees with every evicted
 // bucket, and before it one with fewer tokens than theirs. The reading now
 // was taken before the lock, so it may predate a sweep that ran while
@@ -184,52 +203,85 @@ func (t *table[K]) cancel(s *Store, key K, h uint64, rs *rules.Rules, end rules.
 // store that never evicts, had it read the clock a moment later within
 // this call.
 //
-// Before inserting, it examines sampled keys of st and evicts those that
+// Before inserting, it examines sampled keys of sp and evicts those that
 // have been full for the grace period (any full one if the store is
 // full): the store's incremental maintenance (bounded work, under the
 // lock it already holds). A full store that still has no room reports
 // full.
-func (st *stripe[K]) insert(s *Store, key K, rs *rules.Rules, now time.Duration, cost int, wait time.Duration) (states sweep.States, at time.Duration, denied int, full bool) {
-	defer st.mu.Unlock()
+func (sp *stripe) insert(s *Store, key string, h uint64, rs *rules.Rules, now time.Duration, cost int, wait time.Duration) (states sweep.States, at time.Duration, denied int, full bool) {
+	defer sp.mu.Unlock()
 	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
-		st.evict(s, s.routine(now), sampled)
+		sp.evict(s, s.routine(now), sampled)
 	}
 	n := rs.Len()
-	now = st.floor.Start(rs, now, states[:n])
+	now = sp.floor.Start(rs, now, states[:n])
 	if _, denied = rs.Reserve(states[:n], now, cost, wait); denied >= 0 { // only for a clock that went back past the floor
 		return states, now, denied, false
 	}
 	if !s.book.Reserve() {
 		return states, now, 0, true
 	}
-	st.m[key] = sweep.NewBlock(rs, states[:n])
-	st.peak = max(st.peak, int32(min(len(st.m), 1<<30)))
+	if !sp.m.Insert(key, h, rs, states[:n]) {
+		s.book.Release(1)
+		return states, now, 0, true
+	}
 	return states, now, -1, false
 }
 
-// evict examines up to n keys of st, in Go's random map order, and
-// removes those that are full at tick now, a reading of the clock taken
-// within the caller's call; st.mu must be held. With n < 0 it examines
-// every key, letting go of the lock every sweepChunk keys (Go allows a map
-// to change while it is ranged over; the lock orders those changes with
-// this loop), and stops early if the map is rebuilt meanwhile. It rebuilds
-// the map once it has fallen to a quarter of its peak.
-func (st *stripe[K]) evict(s *Store, now time.Duration, n int) (removed int) {
-	examined, gen := 0, st.gen
-	for k, v := range st.m {
-		if n == 0 {
-			break
+// full reports whether the key in slot i is full at reading now (and so
+// can be evicted), raising the floor to the reading at which it became
+// full if so.
+func (sp *stripe) full(i int, now time.Duration) bool {
+	if sp.m.First(i) >= sweep.Fresh {
+		return false
+	}
+	var s sweep.States
+	rs := sp.m.Rules(i)
+	n := rs.Len()
+	sp.m.Load(i, s[:n])
+	if !rs.Full(s[:n], now) {
+		return false
+	}
+	sp.floor.Raise(rs.Reading(s[:n]))
+	return true
+}
+
+// evict examines up to n keys of sp, a run of slots from a random one, and
+// removes those that are full at reading now, taken within the caller's
+// call; sp.mu must be held. With n < 0 it examines every key, letting go
+// of the lock every sweepChunk keys, and stops early if the slots are
+// rebuilt meanwhile (a key an insertion moved past the sweep while it let
+// go waits for the next one). It then gives back the memory of the keys
+// it removed (flatmap.Map.Tidy).
+func (sp *stripe) evict(s *Store, now time.Duration, n int) (removed int) {
+	size := sp.m.Slots()
+	if size == 0 || n == 0 {
+		return 0
+	}
+	i, visits := 0, size
+	if n > 0 {
+		i = rand.IntN(size)
+	}
+	gen := sp.m.Gen()
+	for examined := 0; visits > 0 && n != 0; visits-- {
+		if !sp.m.Used(i) {
+			if i++; i == size {
+				i = 0
+			}
+			continue
 		}
 		n--
-		if v.Full(now, &st.floor) {
-			delete(st.m, k)
+		if sp.full(i, now) {
+			sp.m.Delete(i) // the next slot's key moves into i
 			removed++
+		} else if i++; i == size {
+			i = 0
 		}
 		if examined++; n < 0 && examined%sweepChunk == 0 {
-			st.mu.Unlock()
+			sp.mu.Unlock()
 			runtime.Gosched() // let a woken waiter take the lock first
-			st.mu.Lock()
-			if st.gen != gen { // the rest waits for the next sweep
+			sp.mu.Lock()
+			if sp.m.Gen() != gen { // the rest waits for the next sweep
 				break
 			}
 		}
@@ -239,14 +291,7 @@ func (st *stripe[K]) evict(s *Store, now time.Duration, n int) (removed int) {
 	}
 	s.book.Release(removed)
 	s.book.Evicted(removed)
-	if left := len(st.m); left*4 < int(st.peak) && st.peak > 4*sampled {
-		m := make(map[K]sweep.Block, left)
-		for k, v := range st.m {
-			m[k] = v
-		}
-		st.m, st.peak = m, int32(left)
-		st.gen++
-	}
+	sp.m.Tidy()
 	return removed
 }
 
@@ -256,22 +301,23 @@ func (st *stripe[K]) evict(s *Store, now time.Duration, n int) (removed int) {
 const refusalStripes = 1024
 
 // evictOne is a refused insertion's bounded search for room: it visits the
-// stripes after stripe h in turn, one lock at a time, examining at most
+// stripes after h's in turn, one lock at a time, examining at most
 // sweep.RefusalScan keys over at most refusalStripes stripes, evicts the
 // full keys it examines, and stops after the first stripe where it evicted
 // any. A store of at most RefusalScan keys, whose keys all sit in the
 // stripes it visits, is thus searched whole.
-func (t *table[K]) evictOne(s *Store, h uint64) {
+func (t *table) evictOne(s *Store, h uint64) {
 	budget := sweep.RefusalScan
+	first := h >> t.shift
 	for i := uint64(1); i <= uint64(len(t.stripes)) && i <= refusalStripes && budget > 0; i++ {
-		st := &t.stripes[(h+i)&s.mask]
-		st.mu.Lock()
-		n := min(budget, len(st.m))
+		sp := &t.stripes[(first+i)%uint64(len(t.stripes))]
+		sp.mu.Lock()
+		n := min(budget, sp.m.Len())
 		removed := 0
 		if n > 0 {
-			removed = st.evict(s, s.pols.Now(), n)
+			removed = sp.evict(s, s.pols.Now(), n)
 		}
-		st.mu.Unlock()
+		sp.mu.Unlock()
 		if removed > 0 {
 			return
 		}
@@ -281,13 +327,13 @@ func (t *table[K]) evictOne(s *Store, h uint64) {
 
 // sweep sweeps every stripe at reading now (Store.sweepAt), one lock at a
 // time, and returns the keys it removed and the keys it left.
-func (t *table[K]) sweep(s *Store, now time.Duration) (removed, left int) {
+func (t *table) sweep(s *Store, now time.Duration) (removed, left int) {
 	for i := range t.stripes {
-		st := &t.stripes[i]
-		st.mu.Lock()
-		removed += st.evict(s, now, -1)
-		left += len(st.m)
-		st.mu.Unlock()
+		sp := &t.stripes[i]
+		sp.mu.Lock()
+		removed += sp.evict(s, now, -1)
+		left += sp.m.Len()
+		sp.mu.Unlock()
 	}
 	return removed, left
 }
@@ -296,20 +342,22 @@ func (t *table[K]) sweep(s *Store, now time.Duration) (removed, left int) {
 // the reading they hold at: a missing key's is the stripe's floor, a full
 // bucket; a key under another policy is carried over to rs, but not
 // stored.
-func (t *table[K]) peek(key K, h uint64, rs *rules.Rules, now time.Duration) (states sweep.States, at time.Duration) {
-	st := &t.stripes[h&uint64(len(t.stripes)-1)]
+func (t *table) peek(key string, h uint64, rs *rules.Rules, now time.Duration) (states sweep.States, at time.Duration) {
+	sp := t.of(h)
 	n := rs.Len()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	e, ok := st.m[key]
-	switch {
-	case !ok:
-		now = st.floor.Start(rs, now, states[:n])
-	case e.Rules == rs:
-		e.Load(states[:n])
-	default:
-		e = carry(e, rs, now)
-		e.Load(states[:n])
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	i, ok := sp.m.Find(key, h)
+	if !ok {
+		return states, sp.floor.Start(rs, now, states[:n])
 	}
+	from := sp.m.Rules(i)
+	if from == rs {
+		sp.m.Load(i, states[:n])
+		return states, now
+	}
+	var old sweep.States
+	sp.m.Load(i, old[:from.Len()])
+	rs.Carry(from, old[:from.Len()], now, states[:n])
 	return states, now
 }

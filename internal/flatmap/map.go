@@ -1,0 +1,473 @@
+package flatmap
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+
+	"github.com/keyrate/keyrate/internal/rules"
+)
+
+const (
+	// minSlots is the size of a table's first slots array.
+	minSlots = 8
+	// maxSlots is the most slots a table grows to (16 GiB of slots).
+	maxSlots = 1 << 30
+	// maxArena is the most bytes an arena holds: offsets are 32 bits.
+	maxArena = 1 << 32
+	// maxPolicies is the most policies one map's keys can be under at
+	// once: slots name them in 16 bits.
+	maxPolicies = 1<<16 - 1
+	// compactMin is the least dead bytes worth a compaction.
+	compactMin = 1024
+)
+
+// The fields of a slot's ref word.
+const (
+	offBits  = 32
+	polShift = 32
+	polMask  = 1<<16 - 1
+	tagShift = 48
+	distUnit = 1 << 56 // ref>>56 is the slot's distance from home plus one
+	maxDist1 = 255     // the most a distance plus one can be
+)
+
+// slot is one key: window 0's state and its ref word (see the package
+// documentation); a ref of 0 is an empty slot.
+type slot struct {
+	first rules.State
+	ref   uint64
+}
+
+// Map is a pointer-free table from a key to its states (see the package
+// documentation). Set it up with Init; the zero Map holds string keys
+// hashed with the zero seed, which no caller should use.
+type Map struct {
+	slots  []slot
+	arena  []byte
+	pols   []*rules.Rules // the policy index; nil where refs is 0
+	refs   []uint32       // keys per policy
+	n      int            // keys held
+	dead   int            // bytes of dead records in arena
+	gen    uint32         // rebuilds of slots
+	hashed bool           // keys are their 64-bit hashes
+	seed   maphash.Seed   // the seed of the hashes, to rehash keys
+}
+
+// Init empties m and sets it up for keys hashed with seed by
+// maphash.String (the hash a caller passes with each key), or, if hashed,
+// for keys that are 64-bit hashes, passed as the hash alone.
+func (m *Map) Init(seed maphash.Seed, hashed bool) {
+	*m = Map{hashed: hashed, seed: seed}
+}
+
+// Len returns the number of keys m holds.
+func (m *Map) Len() int { return m.n }
+
+// Slots returns the size of the slots array: indexes below it that Used
+// reports are keys.
+func (m *Map) Slots() int { return len(m.slots) }
+
+// Used reports whether slot i holds a key.
+func (m *Map) Used(i int) bool { return m.slots[i].ref != 0 }
+
+// Gen counts the rebuilds of m's slots (growth and Tidy): an index held
+// across a change that bumped it no longer names the same key.
+func (m *Map) Gen() uint32 { return m.gen }
+
+// home returns the home slot of hash h in a table of n slots.
+func home(h uint64, n int) int { return int(uint64(uint32(h)) * uint64(n) >> 32) }
+
+// tag returns the 8 bits of h a slot keeps: bits the home slot does not
+// come from, nor a caller's choice of lock among up to 2^24 from the
+// top.
+func tag(h uint64) uint64 { return h >> 32 & 0xff }
+
+// Find returns the slot of key, whose hash is h (for hashed keys, key is
+// ignored and h is the key), and reports whether m holds it.
+func (m *Map) Find(key string, h uint64) (int, bool) {
+	slots := m.slots
+	if len(slots) == 0 {
+		return 0, false
+	}
+	i, t := home(h, len(slots)), tag(h)
+	for d := uint64(1); ; d++ {
+		ref := slots[i].ref
+		if ref>>56 < d { // empty, or nearer its home than key would be
+			return 0, false
+		}
+		if ref>>tagShift&0xff == t && m.equal(uint32(ref), key, h) {
+			return i, true
+		}
+		if i++; i == len(slots) {
+			i = 0
+		}
+	}
+}
+
+// equal reports whether the record at off is key's, whose hash is h.
+func (m *Map) equal(off uint32, key string, h uint64) bool {
+	a := m.arena[off:]
+	if m.hashed {
+		return binary.LittleEndian.Uint64(a) == h
+	}
+	l, w := uvarint(a)
+	return l == len(key) && string(a[w:w+l]) == key
+}
+
+// uvarint decodes the key length at the start of a, and returns it and
+// the bytes it took.
+func uvarint(a []byte) (int, int) {
+	if a[0] < 0x80 {
+		return int(a[0]), 1
+	}
+	l, w := binary.Uvarint(a)
+	return int(l), w
+}
+
+// Rules returns the policy the key in slot i is under.
+func (m *Map) Rules(i int) *rules.Rules { return m.pols[m.slots[i].ref>>polShift&polMask] }
+
+// First returns window 0's state of the key in slot i.
+func (m *Map) First(i int) rules.State { return m.slots[i].first }
+
+// SetFirst sets window 0's state of the key in slot i.
+func (m *Map) SetFirst(i int, s rules.State) { m.slots[i].first = s }
+
+// Load copies the states of the key in slot i into s, one per window of
+// its policy (len(s) must be at most its policy's).
+func (m *Map) Load(i int, s []rules.State) {
+	if len(s) == 0 {
+		return
+	}
+	s[0] = m.slots[i].first
+	if len(s) > 1 {
+		rest := m.arena[m.restAt(m.slots[i].ref):]
+		for j := range s[1:] {
+			s[1+j] = rules.State(binary.LittleEndian.Uint64(rest[8*j:]))
+		}
+	}
+}
+
+// Store sets the states of the key in slot i from s, one per window of
+// its policy (len(s) must be at most its policy's).
+func (m *Map) Store(i int, s []rules.State) {
+	if len(s) == 0 {
+		return
+	}
+	m.slots[i].first = s[0]
+	if len(s) > 1 {
+		rest := m.arena[m.restAt(m.slots[i].ref):]
+		for j, v := range s[1:] {
+			binary.LittleEndian.PutUint64(rest[8*j:], uint64(v))
+		}
+	}
+}
+
+// keyLen returns the bytes of the key part of the record at off: the
+// length and the key, or the hash.
+func (m *Map) keyLen(off uint32) int {
+	if m.hashed {
+		return 8
+	}
+	l, w := uvarint(m.arena[off:])
+	return l + w
+}
+
+// restAt returns the offset of the states of windows 1 on in the record
+// that ref names.
+func (m *Map) restAt(ref uint64) int {
+	off := uint32(ref)
+	return int(off) + m.keyLen(off)
+}
+
+// recordLen returns the bytes of the record that ref names.
+func (m *Map) recordLen(ref uint64) int {
+	return m.keyLen(uint32(ref)) + 8*(m.rulesOf(ref).Len()-1)
+}
+
+// rulesOf returns the policy that ref names.
+func (m *Map) rulesOf(ref uint64) *rules.Rules { return m.pols[ref>>polShift&polMask] }
+
+// hashAt returns the hash of the key whose record is at off.
+func (m *Map) hashAt(off uint32) uint64 {
+	a := m.arena[off:]
+	if m.hashed {
+		return binary.LittleEndian.Uint64(a)
+	}
+	l, w := uvarint(a)
+	return maphash.Bytes(m.seed, a[w:w+l])
+}
+
+// Insert adds key, whose hash is h and which m must not hold, under rs
+// in states s (one per window of rs), and reports whether it could: it
+// fails, changing nothing, only when the arena would pass 4 GiB, the
+// policy index would pass maxPolicies policies, or the slots maxSlots.
+// It may grow the slots (bumping Gen) and compact the arena.
+func (m *Map) Insert(key string, h uint64, rs *rules.Rules, s []rules.State) bool {
+	p, ok := m.policy(rs)
+	if !ok {
+		return false
+	}
+	klen := 8
+	if !m.hashed {
+		klen = uvarintLen(len(key)) + len(key)
+	}
+	if !m.reserve(klen + 8*(len(s)-1)) {
+		m.unref(p)
+		return false
+	}
+	if (m.n+1)*8 > len(m.slots)*7 && !m.rebuild(max(minSlots, len(m.slots)+len(m.slots)/2)) {
+		m.unref(p)
+		return false
+	}
+	off := uint64(len(m.arena))
+	if m.hashed {
+		m.arena = binary.LittleEndian.AppendUint64(m.arena, h)
+	} else {
+		m.arena = binary.AppendUvarint(m.arena, uint64(len(key)))
+		m.arena = append(m.arena, key...)
+	}
+	for _, v := range s[1:] {
+		m.arena = binary.LittleEndian.AppendUint64(m.arena, uint64(v))
+	}
+	e := slot{first: s[0], ref: off | uint64(p)<<polShift | tag(h)<<tagShift}
+	for !place(m.slots, e, h) {
+		if !m.rebuild(len(m.slots) * 2) {
+			m.arena = m.arena[:off]
+			m.unref(p)
+			return false
+		}
+	}
+	m.n++
+	return true
+}
+
+// uvarintLen returns the bytes of n as a uvarint.
+func uvarintLen(n int) int {
+	w := 1
+	for ; n >= 0x80; n >>= 7 {
+		w++
+	}
+	return w
+}
+
+// place puts e, a slot whose ref has no distance yet, for a key of hash
+// h, into slots by Robin Hood insertion: at the first slot from its home
+// that is empty or nearer its own home than e would be, shifting the
+// slots from there to the next empty one along by one. It reports false,
+// changing nothing, if a distance would pass maxDist1, or if slots is
+// full.
+func place(slots []slot, e slot, h uint64) bool {
+	n := len(slots)
+	i, d := home(h, n), uint64(1)
+	for ; slots[i].ref != 0 && slots[i].ref>>56 >= d; d++ {
+		if d == maxDist1 {
+			return false
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+	// i is where e goes; find the empty slot that ends the run to shift.
+	j := i
+	for k := 0; slots[j].ref != 0; k++ {
+		if slots[j].ref>>56 == maxDist1 || k == n-1 {
+			return false
+		}
+		if j++; j == n {
+			j = 0
+		}
+	}
+	for j != i { // shift i..j-1 to i+1..j, farther from home by one
+		k := j - 1
+		if k < 0 {
+			k = n - 1
+		}
+		slots[j] = slots[k]
+		slots[j].ref += distUnit
+		j = k
+	}
+	e.ref |= d * distUnit
+	slots[i] = e
+	return true
+}
+
+// rebuild moves every key into a new slots array of size n, or larger if
+// some key would sit too far from its home, and bumps Gen. It reports
+// false, changing nothing, if that would take more than maxSlots.
+func (m *Map) rebuild(n int) bool {
+	for ; n <= maxSlots; n *= 2 {
+		slots := make([]slot, n)
+		ok := true
+		for _, e := range m.slots {
+			if e.ref == 0 {
+				continue
+			}
+			e.ref &^= maxDist1 * distUnit
+			if ok = place(slots, e, m.hashAt(uint32(e.ref))); !ok {
+				break
+			}
+		}
+		if ok {
+			m.slots = slots
+			m.gen++
+			return true
+		}
+	}
+	return false
+}
+
+// Delete removes the key in slot i, shifting the slots after it back by
+// one until one that is empty or at its home, and compacts the arena once
+// its dead records pass a quarter of it.
+func (m *Map) Delete(i int) {
+	slots := m.slots
+	ref := slots[i].ref
+	m.dead += m.recordLen(ref)
+	m.unref(int(ref >> polShift & polMask))
+	for {
+		j := i + 1
+		if j == len(slots) {
+			j = 0
+		}
+		if slots[j].ref>>56 <= 1 {
+			slots[i] = slot{}
+			break
+		}
+		slots[i] = slots[j]
+		slots[i].ref -= distUnit
+		i = j
+	}
+	m.n--
+	if m.dead >= compactMin && m.dead*4 > len(m.arena) {
+		m.compact(0)
+	}
+}
+
+// Tidy gives memory back once keys have gone: it frees everything in an
+// empty map, shrinks slots at most a quarter of the maximum load full to
+// half full (bumping Gen), and reports whether it moved any slot.
+func (m *Map) Tidy() bool {
+	if m.n == 0 && len(m.slots) > 0 {
+		m.slots, m.arena, m.dead = nil, nil, 0
+		m.gen++
+		return true
+	}
+	if len(m.slots) > minSlots && m.n*32 < len(m.slots)*7 {
+		return m.rebuild(max(minSlots, 2*m.n))
+	}
+	return false
+}
+
+// reserve makes room in the arena for need more bytes, compacting it if
+// dead records make up enough of it, else growing it by an eighth (and
+// need), and reports false if the arena would pass maxArena bytes.
+func (m *Map) reserve(need int) bool {
+	if cap(m.arena)-len(m.arena) >= need {
+		return true
+	}
+	if m.dead >= compactMin && m.dead*8 > len(m.arena) {
+		m.compact(need)
+		if cap(m.arena)-len(m.arena) >= need {
+			return true
+		}
+	}
+	size := len(m.arena) + len(m.arena)/8 + need + 64
+	if size > maxArena {
+		size = maxArena
+		if len(m.arena)+need > size {
+			return false
+		}
+	}
+	a := make([]byte, len(m.arena), size)
+	copy(a, m.arena)
+	m.arena = a
+	return true
+}
+
+// compact copies the live records into a new arena with room for more
+// bytes and an eighth, and points the slots at them.
+func (m *Map) compact(more int) {
+	live := len(m.arena) - m.dead
+	a := make([]byte, 0, min(live+live/8+more, maxArena))
+	for i, e := range m.slots {
+		if e.ref == 0 {
+			continue
+		}
+		off, l := uint32(e.ref), m.recordLen(e.ref)
+		m.slots[i].ref = e.ref&^(1<<offBits-1) | uint64(len(a))
+		a = append(a, m.arena[off:int(off)+l]...)
+	}
+	m.arena, m.dead = a, 0
+}
+
+// SetRules moves the key in slot i to policy rs, in states s (one per
+// window of rs), and reports whether it could: it fails, changing
+// nothing, when the policy index or the arena is full (see Insert). A
+// key whose window count changes gets a new record.
+func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
+	ref := m.slots[i].ref
+	old := int(ref >> polShift & polMask)
+	if m.pols[old] == rs {
+		m.Store(i, s)
+		return true
+	}
+	p, ok := m.policy(rs)
+	if !ok {
+		return false
+	}
+	if m.pols[old].Len() != rs.Len() {
+		klen := m.keyLen(uint32(ref))
+		if !m.reserve(klen + 8*(len(s)-1)) {
+			m.unref(p)
+			return false
+		}
+		ref = m.slots[i].ref // reserve may have compacted the arena
+		off := uint32(ref)
+		m.dead += m.recordLen(ref)
+		na := uint64(len(m.arena))
+		m.arena = append(m.arena, m.arena[off:int(off)+klen]...)
+		m.arena = append(m.arena, make([]byte, 8*(len(s)-1))...)
+		ref = ref&^(1<<offBits-1) | na
+	}
+	m.slots[i].ref = ref&^(polMask<<polShift) | uint64(p)<<polShift
+	m.unref(old)
+	m.Store(i, s)
+	if m.dead >= compactMin && m.dead*4 > len(m.arena) {
+		m.compact(0)
+	}
+	return true
+}
+
+// policy returns the index of rs in the policy index, adding it if need
+// be, with one more key counted under it; it reports false if the index
+// is full.
+func (m *Map) policy(rs *rules.Rules) (int, bool) {
+	free := -1
+	for i, p := range m.pols {
+		if p == rs {
+			m.refs[i]++
+			return i, true
+		}
+		if p == nil && free < 0 {
+			free = i
+		}
+	}
+	if free < 0 {
+		if len(m.pols) == maxPolicies {
+			return 0, false
+		}
+		free = len(m.pols)
+		m.pols = append(m.pols, nil)
+		m.refs = append(m.refs, 0)
+	}
+	m.pols[free], m.refs[free] = rs, 1
+	return free, true
+}
+
+// unref counts one key fewer under policy p, and lets go of it at none.
+func (m *Map) unref(p int) {
+	if m.refs[p]--; m.refs[p] == 0 {
+		m.pols[p] = nil
+	}
+}

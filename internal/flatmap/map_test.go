@@ -1,0 +1,299 @@
+package flatmap
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/rules"
+)
+
+// policies returns three compiled policies of 1, 2 and 3 windows.
+func policies(tb testing.TB) []*rules.Rules {
+	tb.Helper()
+	c := clock.NewManual(0)
+	var out []*rules.Rules
+	for n := 1; n <= 3; n++ {
+		p := keyrate.Policy{Name: fmt.Sprint("w", n)}
+		for i := range n {
+			p.Limits = append(p.Limits, keyrate.Limit{Rate: 10 + i, Per: time.Duration(i+1) * time.Second, Burst: 10 + i})
+		}
+		rs, err := rules.NewRules(p, c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
+// entry is the model's value for one key.
+type entry struct {
+	rs     *rules.Rules
+	states []rules.State
+}
+
+// checker holds a Map beside a plain map, the model it must agree with.
+type checker struct {
+	tb    testing.TB
+	m     Map
+	model map[string]entry
+	seed  maphash.Seed
+}
+
+func newChecker(tb testing.TB, hashed bool) *checker {
+	c := &checker{tb: tb, model: map[string]entry{}, seed: maphash.MakeSeed()}
+	c.m.Init(c.seed, hashed)
+	return c
+}
+
+func (c *checker) hash(key string) uint64 { return maphash.String(c.seed, key) }
+
+// insert adds key if the model lacks it.
+func (c *checker) insert(key string, rs *rules.Rules, s []rules.State) {
+	if _, ok := c.model[key]; ok {
+		return
+	}
+	if !c.m.Insert(key, c.hash(key), rs, s) {
+		c.tb.Fatalf("Insert(%q) failed", key)
+	}
+	c.model[key] = entry{rs, slices.Clone(s)}
+}
+
+// spend sets key's states, if held, to s (cut to its window count).
+func (c *checker) spend(key string, s []rules.State) {
+	i, ok := c.m.Find(key, c.hash(key))
+	e, want := c.model[key]
+	if ok != want {
+		c.tb.Fatalf("Find(%q) = %v, model holds it: %v", key, ok, want)
+	}
+	if !ok {
+		return
+	}
+	s = s[:e.rs.Len()]
+	c.m.Store(i, s)
+	copy(e.states, s)
+}
+
+// evict deletes key, if held.
+func (c *checker) evict(key string) {
+	i, ok := c.m.Find(key, c.hash(key))
+	if !ok {
+		return
+	}
+	c.m.Delete(i)
+	delete(c.model, key)
+}
+
+// carry moves key, if held, to rs in states s.
+func (c *checker) carry(key string, rs *rules.Rules, s []rules.State) {
+	i, ok := c.m.Find(key, c.hash(key))
+	if !ok {
+		return
+	}
+	if !c.m.SetRules(i, rs, s) {
+		c.tb.Fatalf("SetRules(%q) failed", key)
+	}
+	c.model[key] = entry{rs, slices.Clone(s)}
+}
+
+// check compares the whole map with the model, and checks the table's
+// invariants: every key at its distance from home, the count, the dead
+// bytes.
+func (c *checker) check(absent ...string) {
+	c.tb.Helper()
+	m := &c.m
+	if m.Len() != len(c.model) {
+		c.tb.Fatalf("Len() = %d, model holds %d", m.Len(), len(c.model))
+	}
+	for key, e := range c.model {
+		i, ok := m.Find(key, c.hash(key))
+		if !ok {
+			c.tb.Fatalf("Find(%q) missed a key the model holds", key)
+		}
+		if got := m.Rules(i); got != e.rs {
+			c.tb.Fatalf("Rules(%q) = %s, want %s", key, got.Name(), e.rs.Name())
+		}
+		got := make([]rules.State, e.rs.Len())
+		m.Load(i, got)
+		if !slices.Equal(got, e.states) {
+			c.tb.Fatalf("Load(%q) = %v, want %v", key, got, e.states)
+		}
+	}
+	for _, key := range absent {
+		if _, held := c.model[key]; !held {
+			if _, ok := m.Find(key, c.hash(key)); ok {
+				c.tb.Fatalf("Find(%q) hit a key the model lacks", key)
+			}
+		}
+	}
+	used, live := 0, 0
+	refs := make([]uint32, len(m.pols))
+	for i, e := range m.slots {
+		if e.ref == 0 {
+			continue
+		}
+		used++
+		live += m.recordLen(e.ref)
+		refs[e.ref>>polShift&polMask]++
+		h := m.hashAt(uint32(e.ref))
+		if got, want := e.ref>>56-1, uint64((i-home(h, len(m.slots))+len(m.slots))%len(m.slots)); got != want {
+			c.tb.Fatalf("slot %d: distance %d, want %d", i, got, want)
+		}
+		if uint64(e.ref>>tagShift&0xff) != tag(h) {
+			c.tb.Fatalf("slot %d: tag %#x, want %#x", i, e.ref>>tagShift&0xff, tag(h))
+		}
+	}
+	if used != m.n {
+		c.tb.Fatalf("%d slots used, n = %d", used, m.n)
+	}
+	if live+m.dead != len(m.arena) {
+		c.tb.Fatalf("live %d + dead %d bytes != arena %d", live, m.dead, len(m.arena))
+	}
+	for p, n := range refs {
+		if m.refs[p] != n || (n == 0) != (m.pols[p] == nil) {
+			c.tb.Fatalf("policy %d: refs %d, %d keys use it, policy %p", p, m.refs[p], n, m.pols[p])
+		}
+	}
+}
+
+// fuzzKey returns the key numbered k: lengths from 0 to past 127, where a
+// key's length takes two bytes.
+func fuzzKey(k byte) string {
+	n := []int{0, 1, 5, 16, 130}[k%5]
+	return fmt.Sprintf("%d:%s", k, strings.Repeat("x", n))
+}
+
+// FuzzMap runs random sequences of insertions, spends, evictions,
+// policy changes (new records), tidying (shrinking) and bulk insertions
+// (growth) on a Map and on a plain map, and checks after each that they
+// hold the same keys in the same states, and the table's invariants.
+// Evictions of many keys compact the arena.
+func FuzzMap(f *testing.F) {
+	f.Add(false, []byte{0, 1, 1, 2, 0, 3, 5, 7, 2, 9, 4, 0})
+	f.Add(true, []byte{5, 0, 5, 1, 2, 3, 2, 4, 3, 5, 4, 1, 4, 0})
+	f.Add(false, []byte{5, 1, 5, 2, 5, 3, 2, 0, 2, 1, 2, 2, 2, 3, 4, 0, 3, 7, 4, 1})
+	pols := policies(f)
+	f.Fuzz(func(t *testing.T, hashed bool, ops []byte) {
+		c := newChecker(t, hashed)
+		var s [keyrate.MaxLimits]rules.State
+		for j := 0; j+1 < len(ops); j += 2 {
+			op, arg := ops[j], ops[j+1]
+			key := fuzzKey(arg)
+			rs := pols[int(arg>>5)%len(pols)]
+			for w := range s {
+				s[w] = rules.State(uint64(arg)<<8 | uint64(j+w))
+			}
+			switch op % 6 {
+			case 0:
+				c.insert(key, rs, s[:rs.Len()])
+			case 1:
+				c.spend(key, s[:])
+			case 2:
+				c.evict(key)
+			case 3:
+				c.carry(key, rs, s[:rs.Len()])
+			case 4:
+				c.m.Tidy()
+			case 5: // enough keys to grow the table, some of them long
+				for k := range int(arg%64) + 1 {
+					c.insert(fuzzKey(byte(k*7+int(arg))), rs, s[:rs.Len()])
+				}
+			}
+			c.check(key)
+		}
+		for key := range c.model { // evict all: compaction, then Tidy frees
+			c.evict(key)
+		}
+		c.check()
+		c.m.Tidy()
+		if c.m.slots != nil || c.m.arena != nil {
+			t.Fatalf("an empty map after Tidy holds %d slots and %d arena bytes", len(c.m.slots), cap(c.m.arena))
+		}
+	})
+}
+
+// TestCompaction checks that evicting most keys compacts the arena and
+// that Tidy shrinks the slots, with every remaining key intact.
+func TestCompaction(t *testing.T) {
+	pols := policies(t)
+	c := newChecker(t, false)
+	for i := range 4096 {
+		rs := pols[i%3]
+		s := []rules.State{1, 2, 3}[:rs.Len()]
+		c.insert(fmt.Sprintf("key-%06d", i), rs, s)
+	}
+	arena, slots := cap(c.m.arena), len(c.m.slots)
+	for i := range 4096 {
+		if i%16 != 0 {
+			c.evict(fmt.Sprintf("key-%06d", i))
+		}
+	}
+	c.check()
+	if c.m.dead*4 > len(c.m.arena) || cap(c.m.arena) > arena/4 {
+		t.Errorf("after evicting 15/16 of the keys: arena %d bytes (cap %d, was %d), %d dead; want compacted", len(c.m.arena), cap(c.m.arena), arena, c.m.dead)
+	}
+	gen := c.m.Gen()
+	if !c.m.Tidy() || c.m.Gen() == gen || len(c.m.slots) > slots/8 {
+		t.Errorf("Tidy left %d slots of %d for %d keys", len(c.m.slots), slots, c.m.Len())
+	}
+	c.check()
+}
+
+// TestFarFromHome inserts hashed keys whose hashes differ in their low 32
+// bits only from bit 16 up, so that in a small table hundreds share a home slot and a
+// key would sit more than 254 slots from it: the table must grow until
+// none does, keeping every key.
+func TestFarFromHome(t *testing.T) {
+	pols := policies(t)
+	var m Map
+	m.Init(maphash.MakeSeed(), true)
+	s := []rules.State{7}
+	const keys = 600
+	for i := range keys {
+		if !m.Insert("", uint64(i)<<16|uint64(i)<<40, pols[0], s) {
+			t.Fatalf("Insert %d failed", i)
+		}
+	}
+	for i := range keys {
+		h := uint64(i)<<16 | uint64(i)<<40
+		j, ok := m.Find("", h)
+		if !ok || m.First(j) != 7 || binary.LittleEndian.Uint64(m.arena[uint32(m.slots[j].ref):]) != h {
+			t.Fatalf("key %d lost after growth (found %v)", i, ok)
+		}
+		if d := m.slots[j].ref >> 56; d > maxDist1 {
+			t.Fatalf("key %d sits %d slots from home", i, d-1)
+		}
+	}
+}
+
+// TestKnownKeyAllocs checks that finding a known key and spending from it
+// allocate nothing.
+func TestKnownKeyAllocs(t *testing.T) {
+	pols := policies(t)
+	c := newChecker(t, false)
+	for i := range 100 {
+		c.insert(fmt.Sprint("k", i), pols[1], []rules.State{1, 2})
+	}
+	key := "k42"
+	h := c.hash(key)
+	var s [2]rules.State
+	if n := testing.AllocsPerRun(100, func() {
+		i, ok := c.m.Find(key, h)
+		if !ok {
+			t.Fatal("k42 missing")
+		}
+		c.m.Load(i, s[:])
+		s[1]++
+		c.m.Store(i, s[:])
+		c.m.SetFirst(i, c.m.First(i)+1)
+	}); n != 0 {
+		t.Errorf("a known key's find and spend: %v allocations, want 0", n)
+	}
+}
