@@ -11,7 +11,8 @@
 // live in sibling packages and differ only in how they synchronise it:
 //
 //   - mutexbucket: a map of buckets, each with its own mutex;
-//   - striped: N hash-selected stripes, each a mutex and a plain map;
+//   - striped: N hash-selected stripes, each a mutex and a pointer-free
+//     hash table;
 //   - atomicbucket: a map of 64-bit words updated by a lock-free CAS loop.
 //
 // Because the arithmetic is shared, the three make identical decisions;

@@ -1,5 +1,5 @@
 // Package striped is the keyrate store with N hash-selected lock stripes,
-// each a mutex and a plain map from key to packed state.
+// each a mutex and a pointer-free hash table from key to packed states.
 package striped
 
 import (
@@ -18,19 +18,22 @@ import (
 
 // Store is a keyrate.Limiter that splits keys over a power-of-two number of
 // stripes by a seeded hash of the key. Each stripe is a sync.Mutex and a
-// plain Go map from key to its packed states (the compiled policy it is
-// under and window 0's state inline), padded to a
-// cache line so that stripes never share one.
+// pointer-free open-addressing table (package internal/flatmap: Robin Hood
+// slots of 16 bytes holding window 0's state and a reference into an
+// append-only arena of the keys' bytes, with the states of a key's other
+// windows after its bytes), padded to whole cache lines so that stripes
+// never share one.
 //
-// A call hashes the key, reads the clock, locks the key's stripe, applies
-// keyrate's shared transition to the key's state and unlocks. Keys on
-// different stripes never contend. The maps hold no allocation per
-// one-window key (an entry holds the key, its state and a pointer to its
-// policy, shared by every key under it), which keeps memory per key and GC
-// work low; with keyrate.WithHashedKeys the map key is the 64-bit hash
-// itself and the key's bytes are not retained. (Before policies an entry
-// held no pointer at all and the garbage collector skipped hashed maps
-// entirely; a policy index in place of the pointer would restore that.)
+// A call hashes the key once, reads the clock, locks the stripe the hash's
+// top bits pick, finds the key's slot from the hash's low bits (comparing
+// the key's bytes in the arena), applies keyrate's shared transition to
+// the key's state and unlocks. Keys on different stripes never contend.
+// The tables hold no pointer but a short per-stripe index of the compiled
+// policies their keys are under, so the garbage collector does not scan
+// the keys: with a million 16-byte keys the store holds about 38 bytes a
+// key and a forced GC has nothing of theirs to mark (BenchmarkMemory).
+// With keyrate.WithHashedKeys the key is its 64-bit hash, stored in the
+// arena in place of its bytes (about 28 bytes a key).
 //
 // The hash is hash/maphash with a seed drawn at random per Store, so keys
 // crafted to land on one stripe in one process do not in another. It
@@ -47,11 +50,13 @@ import (
 // is indistinguishable from a new one. The check and the delete happen
 // under the stripe lock that every spend takes, so no spend can fall
 // between them. Every insertion of a new key first examines 16 keys of its
-// stripe, a random sample (Go starts each range over a map at a random
-// entry), under the lock it already holds, and evicts those that are full:
-// bounded work per insertion that keeps a store without a cap within about
-// 16/15 of its keys that are not full. A stripe whose map falls to a
-// quarter of its peak is rebuilt, since Go maps never shrink. The whole
+// stripe, a run of slots from a random one (a random sample, since keys
+// sit where their hashes put them), under the lock it already holds, and
+// evicts those that are full: bounded work per insertion that keeps a
+// store without a cap within about 16/15 of its keys that are not full.
+// A stripe's table shrinks once it falls to a quarter of its maximum load,
+// and its arena is compacted once the records of removed keys pass a
+// quarter of it. The whole
 // store is swept stripe by stripe, one lock at a time, on demand with
 // Sweep and in the background with keyrate.WithSweepInterval (which turns
 // off the sampling on insertion, except in a full store).
@@ -70,9 +75,11 @@ import (
 //
 // A Store is safe for concurrent use. Create one with New, and Close it if
 // it has a background sweeper; the zero value is not usable. Known keys
-// cost no allocation; new keys grow a map (each entry holds the key's policy
-// and window 0's state; a key of several windows allocates an array of
-// its other states). Options: keyrate.WithClock
+// cost no allocation; a new key may grow its stripe's table (by half,
+// rehashing its keys) or arena (by an eighth), amortised over the keys
+// that filled them. A stripe refuses a new key with keyrate.ErrStoreFull,
+// as a full store does, only if its arena would pass 4 GiB or its keys be
+// under more than 65535 policies at once. Options: keyrate.WithClock
 // (default clock.System()), WithStripes (default DefaultStripes()),
 // keyrate.WithMaxKeys (default no cap), keyrate.WithSweepInterval (default
 // no background sweeper) and keyrate.WithHashedKeys (default off).

@@ -8,7 +8,7 @@ import (
 )
 
 // Block is one key's states in a store that guards them with a lock
-// (mutexbucket's bucket, a striped store's map entry), for the policy
+// (mutexbucket's bucket), for the policy
 // Rules: window 0's state inline, so that a one-window key costs no more
 // than before policies, and the others, for a key under several windows,
 // in an array of their own. First is Fresh for a bucket not spent from
