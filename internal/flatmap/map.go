@@ -84,32 +84,76 @@ func tag(h uint64) uint64 { return h >> 32 & 0xff }
 
 // Find returns the slot of key, whose hash is h (for hashed keys, key is
 // ignored and h is the key), and reports whether m holds it.
+//
+// A hashed key, or a key of 8 to 16 bytes, is compared with a record as
+// two 8-byte words, so that the probe loop makes no call (and keeps its
+// registers unspilled); other keys go to findLong.
 func (m *Map) Find(key string, h uint64) (int, bool) {
+	head, n, lo, hi := 0, 8, h, h // a hashed key's record is its hash
+	if !m.hashed {                // a one-byte length, then the key
+		if len(key) < 8 || len(key) > 16 {
+			return m.findLong(key, h)
+		}
+		head, n, lo, hi = 1, len(key), load64(key, 0), load64(key, len(key)-8)
+	}
+	slots, a := m.slots, m.arena
+	if len(slots) == 0 {
+		return 0, false
+	}
+	i, want := home(h, len(slots)), tag(h)<<tagShift
+	for d := uint64(distUnit); ; d += distUnit { // d is the distance plus one, in ref's top byte
+		if uint(i) >= uint(len(slots)) {
+			i = 0
+		}
+		ref := slots[i].ref
+		if ref < d { // empty, or nearer its home than key would be
+			return 0, false
+		}
+		if ref&(0xff<<tagShift) == want {
+			off := int(uint32(ref))
+			if r := a[off:]; len(r) >= head+n && (head == 0 || r[0] == byte(n)) {
+				r = r[head : head+n]
+				if binary.LittleEndian.Uint64(r) == lo && binary.LittleEndian.Uint64(r[len(r)-8:]) == hi {
+					return i, true
+				}
+			}
+		}
+		i++
+	}
+}
+
+// findLong is Find for a key of under 8 or over 16 bytes.
+func (m *Map) findLong(key string, h uint64) (int, bool) {
 	slots := m.slots
 	if len(slots) == 0 {
 		return 0, false
 	}
-	i, t := home(h, len(slots)), tag(h)
-	for d := uint64(1); ; d++ {
-		ref := slots[i].ref
-		if ref>>56 < d { // empty, or nearer its home than key would be
-			return 0, false
-		}
-		if ref>>tagShift&0xff == t && m.equal(uint32(ref), key, h) {
-			return i, true
-		}
-		if i++; i == len(slots) {
+	i, want := home(h, len(slots)), tag(h)<<tagShift
+	for d := uint64(distUnit); ; d += distUnit {
+		if uint(i) >= uint(len(slots)) {
 			i = 0
 		}
+		ref := slots[i].ref
+		if ref < d {
+			return 0, false
+		}
+		if ref&(0xff<<tagShift) == want && m.equal(uint32(ref), key) {
+			return i, true
+		}
+		i++
 	}
 }
 
-// equal reports whether the record at off is key's, whose hash is h.
-func (m *Map) equal(off uint32, key string, h uint64) bool {
+// load64 returns the 8 bytes of s from i as a little-endian word.
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// equal reports whether the record at off, of a string key, is key's.
+func (m *Map) equal(off uint32, key string) bool {
 	a := m.arena[off:]
-	if m.hashed {
-		return binary.LittleEndian.Uint64(a) == h
-	}
 	l, w := uvarint(a)
 	return l == len(key) && string(a[w:w+l]) == key
 }
