@@ -263,21 +263,26 @@ func (sp *stripe) evict(s *Store, now time.Duration, n int) (removed int) {
 		i = rand.IntN(size)
 	}
 	gen := sp.m.Gen()
-	for examined := 0; visits > 0 && n != 0; visits-- {
+	for examined := 0; visits > 0 && n != 0; {
 		if !sp.m.Used(i) {
 			if i++; i == size {
 				i = 0
 			}
+			visits--
 			continue
 		}
 		n--
+		examined++
 		if sp.full(i, now) {
-			sp.m.Delete(i) // the next slot's key moves into i
+			sp.m.Delete(i) // the next slot's key, if any, moves into i: examined next
 			removed++
-		} else if i++; i == size {
-			i = 0
+		} else {
+			if i++; i == size {
+				i = 0
+			}
+			visits--
 		}
-		if examined++; n < 0 && examined%sweepChunk == 0 {
+		if n < 0 && examined%sweepChunk == 0 {
 			sp.mu.Unlock()
 			runtime.Gosched() // let a woken waiter take the lock first
 			sp.mu.Lock()

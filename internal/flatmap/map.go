@@ -68,6 +68,9 @@ func (m *Map) Len() int { return m.n }
 // reports are keys.
 func (m *Map) Slots() int { return len(m.slots) }
 
+// Bytes returns the bytes m's slots and arena hold.
+func (m *Map) Bytes() int { return cap(m.slots)*int(unsafe.Sizeof(slot{})) + cap(m.arena) }
+
 // Used reports whether slot i holds a key.
 func (m *Map) Used(i int) bool { return m.slots[i].ref != 0 }
 
