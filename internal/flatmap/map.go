@@ -3,6 +3,7 @@ package flatmap
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math"
 	"unsafe"
 
 	"github.com/keyrate/keyrate/internal/rules"
@@ -13,8 +14,9 @@ const (
 	minSlots = 8
 	// maxSlots is the most slots a table grows to (16 GiB of slots).
 	maxSlots = 1 << 30
-	// maxArena is the most bytes an arena holds: offsets are 32 bits.
-	maxArena = 1 << 32
+	// maxArena is the most bytes an arena holds: offsets are 32 bits (and
+	// an int's length, on a 32-bit platform).
+	maxArena = min(math.MaxUint32, math.MaxInt)
 	// maxPolicies is the most policies one map's keys can be under at
 	// once: slots name them in 16 bits.
 	maxPolicies = 1<<16 - 1
