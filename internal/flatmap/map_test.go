@@ -246,10 +246,11 @@ func TestCompaction(t *testing.T) {
 	c.check()
 }
 
-// TestFarFromHome inserts hashed keys whose hashes differ in their low 32
-// bits only from bit 16 up, so that in a small table hundreds share a home slot and a
-// key would sit more than 254 slots from it: the table must grow until
-// none does, keeping every key.
+// TestFarFromHome inserts hashed keys whose hashes' low 32 bits differ
+// only from bit 16 up, so that until the table has tens of thousands of
+// slots hundreds of keys share a few home slots and some key would sit
+// more than 254 slots from its home: the table must grow past its load
+// factor until none does, keeping every key.
 func TestFarFromHome(t *testing.T) {
 	pols := policies(t)
 	var m Map
@@ -260,6 +261,9 @@ func TestFarFromHome(t *testing.T) {
 		if !m.Insert("", uint64(i)<<16|uint64(i)<<40, pols[0], s) {
 			t.Fatalf("Insert %d failed", i)
 		}
+	}
+	if len(m.slots) < 1<<14 {
+		t.Fatalf("%d keys in %d slots: the table never grew for distance", keys, len(m.slots))
 	}
 	for i := range keys {
 		h := uint64(i)<<16 | uint64(i)<<40
