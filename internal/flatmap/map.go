@@ -41,19 +41,25 @@ type slot struct {
 	ref   uint64
 }
 
+// policy is an entry of the policy index: a policy and how many keys are
+// under it; rs is nil where keys is 0.
+type policy struct {
+	rs   *rules.Rules
+	keys int
+}
+
 // Map is a pointer-free table from a key to its states (see the package
 // documentation). Set it up with Init; the zero Map holds string keys
 // hashed with the zero seed, which no caller should use.
 type Map struct {
 	slots  []slot
 	arena  []byte
-	pols   []*rules.Rules // the policy index; nil where refs is 0
-	refs   []uint32       // keys per policy
-	n      int            // keys held
-	dead   int            // bytes of dead records in arena
-	gen    uint32         // rebuilds of slots
-	hashed bool           // keys are their 64-bit hashes
-	seed   maphash.Seed   // the seed of the hashes, to rehash keys
+	pols   []policy     // the policy index
+	n      int          // keys held
+	dead   int          // bytes of dead records in arena
+	gen    uint32       // rebuilds of slots
+	hashed bool         // keys are their 64-bit hashes
+	seed   maphash.Seed // the seed of the hashes, to rehash keys
 }
 
 // Init empties m and sets it up for keys hashed with seed by
@@ -181,7 +187,7 @@ func uvarint(a []byte) (int, int) {
 }
 
 // Rules returns the policy the key in slot i is under.
-func (m *Map) Rules(i int) *rules.Rules { return m.pols[m.slots[i].ref>>polShift&polMask] }
+func (m *Map) Rules(i int) *rules.Rules { return m.pols[m.slots[i].ref>>polShift&polMask].rs }
 
 // First returns window 0's state of the key in slot i.
 func (m *Map) First(i int) rules.State { return m.slots[i].first }
@@ -242,7 +248,7 @@ func (m *Map) recordLen(ref uint64) int {
 }
 
 // rulesOf returns the policy that ref names.
-func (m *Map) rulesOf(ref uint64) *rules.Rules { return m.pols[ref>>polShift&polMask] }
+func (m *Map) rulesOf(ref uint64) *rules.Rules { return m.pols[ref>>polShift&polMask].rs }
 
 // hashAt returns the hash of the key whose record is at off.
 func (m *Map) hashAt(off uint32) uint64 {
@@ -464,7 +470,7 @@ func (m *Map) compact(more int) {
 func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 	ref := m.slots[i].ref
 	old := int(ref >> polShift & polMask)
-	if m.pols[old] == rs {
+	if m.pols[old].rs == rs {
 		m.Store(i, s)
 		return true
 	}
@@ -472,7 +478,7 @@ func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 	if !ok {
 		return false
 	}
-	if m.pols[old].Len() != rs.Len() {
+	if m.pols[old].rs.Len() != rs.Len() {
 		klen := m.keyLen(uint32(ref))
 		if !m.reserve(klen + 8*(len(s)-1)) {
 			m.unref(p)
@@ -501,11 +507,11 @@ func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 func (m *Map) policy(rs *rules.Rules) (int, bool) {
 	free := -1
 	for i, p := range m.pols {
-		if p == rs {
-			m.refs[i]++
+		if p.rs == rs {
+			m.pols[i].keys++
 			return i, true
 		}
-		if p == nil && free < 0 {
+		if p.rs == nil && free < 0 {
 			free = i
 		}
 	}
@@ -514,16 +520,15 @@ func (m *Map) policy(rs *rules.Rules) (int, bool) {
 			return 0, false
 		}
 		free = len(m.pols)
-		m.pols = append(m.pols, nil)
-		m.refs = append(m.refs, 0)
+		m.pols = append(m.pols, policy{})
 	}
-	m.pols[free], m.refs[free] = rs, 1
+	m.pols[free] = policy{rs, 1}
 	return free, true
 }
 
 // unref counts one key fewer under policy p, and lets go of it at none.
 func (m *Map) unref(p int) {
-	if m.refs[p]--; m.refs[p] == 0 {
-		m.pols[p] = nil
+	if m.pols[p].keys--; m.pols[p].keys == 0 {
+		m.pols[p].rs = nil
 	}
 }

@@ -134,7 +134,7 @@ func (c *checker) check(absent ...string) {
 		}
 	}
 	used, live := 0, 0
-	refs := make([]uint32, len(m.pols))
+	refs := make([]int, len(m.pols))
 	for i, e := range m.slots {
 		if e.ref == 0 {
 			continue
@@ -157,8 +157,8 @@ func (c *checker) check(absent ...string) {
 		c.tb.Fatalf("live %d + dead %d bytes != arena %d", live, m.dead, len(m.arena))
 	}
 	for p, n := range refs {
-		if m.refs[p] != n || (n == 0) != (m.pols[p] == nil) {
-			c.tb.Fatalf("policy %d: refs %d, %d keys use it, policy %p", p, m.refs[p], n, m.pols[p])
+		if m.pols[p].keys != n || (n == 0) != (m.pols[p].rs == nil) {
+			c.tb.Fatalf("policy %d: counts %d keys, %d use it, policy %p", p, m.pols[p].keys, n, m.pols[p].rs)
 		}
 	}
 }
