@@ -34,8 +34,10 @@ type stripeData struct {
 // stripe is a stripeData padded to a whole number of cache lines, so that
 // two stripes' locks never share a line (asserted by a test).
 type stripe struct {
-	stripeData
+	// The padding goes first: a zero-size last field would be given
+	// padding of its own (so that its address stays inside the struct).
 	_ [(layout.CacheLine - unsafe.Sizeof(stripeData{})%layout.CacheLine) % layout.CacheLine]byte
+	stripeData
 }
 
 // sweepChunk is how many keys a whole sweep examines under a stripe's
@@ -104,7 +106,11 @@ func (t *table) take(s *Store, key string, h uint64, rs *rules.Rules, now time.D
 	if !sp.load(i, rs, now, st[:n]) {
 		return st, now, 0, true
 	}
-	_, denied = rs.Reserve(st[:n], now, cost, wait)
+	if l := sp.m.Log(i); l != nil { // a SlidingLog policy: its log decides (it never waits)
+		denied = rs.LogSpend(l, now, cost, st[:n])
+	} else {
+		_, denied = rs.Reserve(st[:n], now, cost, wait)
+	}
 	sp.m.Store(i, st[:n])
 	return st, now, denied, false
 }
@@ -162,7 +168,11 @@ func (t *table) refund(key string, h uint64, rs *rules.Rules, now time.Duration,
 	if !found || !sp.load(i, rs, now, s[:n]) || s[0] >= sweep.Fresh {
 		return
 	}
-	rs.Refund(s[:n], now, cost)
+	if l := sp.m.Log(i); l != nil {
+		rs.LogRefund(l, now, cost, s[:n])
+	} else {
+		rs.Refund(s[:n], now, cost)
+	}
 	sp.m.Store(i, s[:n])
 }
 

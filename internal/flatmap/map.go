@@ -55,6 +55,7 @@ type Map struct {
 	slots  []slot
 	arena  []byte
 	pols   []policy     // the policy index
+	logs   *logTable    // the logs of keys under SlidingLog policies (log.go)
 	n      int          // keys held
 	dead   int          // bytes of dead records in arena
 	gen    uint32       // rebuilds of slots
@@ -196,9 +197,14 @@ func (m *Map) First(i int) rules.State { return m.slots[i].first }
 func (m *Map) SetFirst(i int, s rules.State) { m.slots[i].first = s }
 
 // Load copies the states of the key in slot i into s, one per window of
-// its policy (len(s) must be at most its policy's).
+// its policy (len(s) must be at most its policy's); for a key with a log,
+// the log's summary as read now (rules.Rules.LogView).
 func (m *Map) Load(i int, s []rules.State) {
 	if len(s) == 0 {
+		return
+	}
+	if l := m.Log(i); l != nil {
+		m.Rules(i).LogView(l, s)
 		return
 	}
 	s[0] = m.slots[i].first
@@ -244,7 +250,7 @@ func (m *Map) restAt(ref uint64) int {
 
 // recordLen returns the bytes of the record that ref names.
 func (m *Map) recordLen(ref uint64) int {
-	return m.keyLen(uint32(ref)) + 8*(m.rulesOf(ref).Len()-1)
+	return m.keyLen(uint32(ref)) + tailLen(m.rulesOf(ref))
 }
 
 // rulesOf returns the policy that ref names.
@@ -274,7 +280,7 @@ func (m *Map) Insert(key string, h uint64, rs *rules.Rules, s []rules.State) boo
 	if !m.hashed {
 		klen = uvarintLen(len(key)) + len(key)
 	}
-	if !m.reserve(klen + 8*(len(s)-1)) {
+	if !m.reserve(klen + tailLen(rs)) {
 		m.unref(p)
 		return false
 	}
@@ -292,9 +298,17 @@ func (m *Map) Insert(key string, h uint64, rs *rules.Rules, s []rules.State) boo
 	for _, v := range s[1:] {
 		m.arena = binary.LittleEndian.AppendUint64(m.arena, uint64(v))
 	}
+	if rs.IsLog() {
+		m.arena = binary.LittleEndian.AppendUint32(m.arena, m.addLog(rs.NewLog(s)))
+	}
 	e := slot{first: s[0], ref: off | uint64(p)<<polShift | tag(h)<<tagShift}
 	for !place(m.slots, e, h) {
 		if !m.rebuild(len(m.slots) * 2) {
+			if rs.IsLog() {
+				i := binary.LittleEndian.Uint32(m.arena[len(m.arena)-4:])
+				m.logs.logs[i] = nil
+				m.logs.free = append(m.logs.free, i)
+			}
 			m.arena = m.arena[:off]
 			m.unref(p)
 			return false
@@ -386,6 +400,7 @@ func (m *Map) Delete(i int) {
 	slots := m.slots
 	ref := slots[i].ref
 	m.dead += m.recordLen(ref)
+	m.dropLog(ref)
 	m.unref(int(ref >> polShift & polMask))
 	for {
 		j := i + 1
@@ -411,7 +426,7 @@ func (m *Map) Delete(i int) {
 // half full (bumping Gen), and reports whether it moved any slot.
 func (m *Map) Tidy() bool {
 	if m.n == 0 && len(m.slots) > 0 {
-		m.slots, m.arena, m.dead = nil, nil, 0
+		m.slots, m.arena, m.dead, m.logs = nil, nil, 0, nil
 		m.gen++
 		return true
 	}
@@ -466,7 +481,8 @@ func (m *Map) compact(more int) {
 // SetRules moves the key in slot i to policy rs, in states s (one per
 // window of rs), and reports whether it could: it fails, changing
 // nothing, when the policy index or the arena is full (see Insert). A
-// key whose window count changes gets a new record.
+// key whose record changes length gets a new record; a key under a
+// SlidingLog policy gets a new log, seeded with s (rules.Rules.NewLog).
 func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 	ref := m.slots[i].ref
 	old := int(ref >> polShift & polMask)
@@ -478,22 +494,28 @@ func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 	if !ok {
 		return false
 	}
-	if m.pols[old].rs.Len() != rs.Len() {
+	if tailLen(m.pols[old].rs) != tailLen(rs) {
 		klen := m.keyLen(uint32(ref))
-		if !m.reserve(klen + 8*(len(s)-1)) {
+		if !m.reserve(klen + tailLen(rs)) {
 			m.unref(p)
 			return false
 		}
 		ref = m.slots[i].ref // reserve may have compacted the arena
 		off := uint32(ref)
 		m.dead += m.recordLen(ref)
+		m.dropLog(ref)
 		na := uint64(len(m.arena))
 		m.arena = append(m.arena, m.arena[off:int(off)+klen]...)
-		m.arena = append(m.arena, make([]byte, 8*(len(s)-1))...)
+		m.arena = append(m.arena, make([]byte, tailLen(rs))...)
 		ref = ref&^(1<<offBits-1) | na
+	} else {
+		m.dropLog(ref)
 	}
 	m.slots[i].ref = ref&^(polMask<<polShift) | uint64(p)<<polShift
 	m.unref(old)
+	if rs.IsLog() {
+		binary.LittleEndian.PutUint32(m.arena[m.restAt(ref)+8*(rs.Len()-1):], m.addLog(rs.NewLog(s)))
+	}
 	m.Store(i, s)
 	if m.dead >= compactMin && m.dead*4 > len(m.arena) {
 		m.compact(0)
