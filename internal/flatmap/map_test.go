@@ -332,3 +332,78 @@ func TestKnownKeyAllocs(t *testing.T) {
 		t.Errorf("a known key's find and spend: %v allocations, want 0", n)
 	}
 }
+
+// TestLogs checks that keys under a SlidingLog policy keep their own log
+// through growth, deletions of other keys (compaction), and moves to and
+// from other policies: each key's log is the one made for it, and a key
+// moved off a log policy keeps none.
+func TestLogs(t *testing.T) {
+	pols := policies(t)
+	logPol, err := rules.NewRules(keyrate.Policy{Name: "log", Limits: []keyrate.Limit{
+		keyrate.Limit{Rate: 4, Per: time.Second, Burst: 4}.Using(keyrate.SlidingLog)}}, clock.NewManual(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !logPol.IsLog() {
+		t.Fatal("the log policy is not a log")
+	}
+	seed := maphash.MakeSeed()
+	var m Map
+	m.Init(seed, false)
+	logs := map[string]*rules.Log{}
+	find := func(key string) int {
+		t.Helper()
+		i, ok := m.Find(key, maphash.String(seed, key))
+		if !ok {
+			t.Fatalf("key %q missing", key)
+		}
+		return i
+	}
+	s := make([]rules.State, rules.LogWords)
+	for k := range 3000 {
+		key := fmt.Sprintf("key-%d-%s", k, strings.Repeat("y", k%20))
+		rs := pols[k%3]
+		if k%2 == 0 {
+			rs = logPol
+		}
+		if !m.Insert(key, maphash.String(seed, key), rs, s[:rs.Len()]) {
+			t.Fatal("Insert failed")
+		}
+		if rs == logPol {
+			logs[key] = m.Log(find(key))
+		}
+	}
+	for k := range 3000 {
+		key := fmt.Sprintf("key-%d-%s", k, strings.Repeat("y", k%20))
+		switch k % 5 {
+		case 0, 1, 2: // deletions: compaction
+			m.Delete(find(key))
+			delete(logs, key)
+		case 3: // off a log policy, or onto one
+			i := find(key)
+			if m.Rules(i) == logPol {
+				if !m.SetRules(i, pols[2], s[:3]) || m.Log(find(key)) != nil {
+					t.Fatalf("%q moved off the log policy keeps a log", key)
+				}
+				delete(logs, key)
+			} else {
+				if !m.SetRules(i, logPol, s[:rules.LogWords]) {
+					t.Fatal("SetRules failed")
+				}
+				logs[key] = m.Log(find(key))
+			}
+		}
+	}
+	seen := map[*rules.Log]bool{}
+	for key, l := range logs {
+		got := m.Log(find(key))
+		if got == nil || got != l || seen[got] {
+			t.Fatalf("key %q: log %p, want its own %p", key, got, l)
+		}
+		seen[got] = true
+	}
+	m.Tidy()
+	if n := len(m.logs.logs) - len(m.logs.free); n != len(logs) {
+		t.Fatalf("log table holds %d logs, want %d", n, len(logs))
+	}
+}
