@@ -29,8 +29,9 @@ import (
 // the key's bytes in the arena), applies keyrate's shared transition to
 // the key's state and unlocks. Keys on different stripes never contend.
 // The tables hold no pointer but a short per-stripe index of the compiled
-// policies their keys are under, so the garbage collector does not scan
-// the keys: with a million 16-byte keys the store holds about 38 bytes a
+// policies their keys are under (and the log of each key under a
+// keyrate.SlidingLog policy, a heap object of its own), so the garbage
+// collector does not scan the keys: with a million 16-byte keys the store holds about 38 bytes a
 // key and a forced GC has nothing of theirs to mark (BenchmarkMemory).
 // With keyrate.WithHashedKeys the key is its 64-bit hash, stored in the
 // arena in place of its bytes (about 28 bytes a key).
