@@ -33,6 +33,8 @@ const (
 	leanestBytesMax   = 64.0 // B/key of the leanest store, at most
 	everyBytesMax     = 100.0
 	leanestGCMillisMx = 10.0
+	exactBytesMax     = 48.0 // B/key of atomic and striped with exact (string) keys, at most
+	exactGCMillisMax  = 5.0  // their forced GC with a million keys, at most
 	redisEmptyOne     = 1.3 // redisbucket Allow's p50 ÷ an empty EVALSHA's with one client, at most
 	redisEmptyMany    = 1.6 // the same with more clients (50 in BenchmarkRedis), at most
 	redisAllocsMax    = 8   // redisbucket Allow's allocs/op, at most
@@ -93,6 +95,7 @@ func Targets(s *Set) []Verdict {
 		s.waitOverhead(),
 		s.reserveHotkey(),
 		s.leaseSpeedup(),
+		s.exactKeys(),
 	}
 }
 
@@ -227,6 +230,25 @@ func (s *Set) xrateSpeedup(wls []string, speedup float64) Verdict {
 		if measured {
 			c.add(worst >= speedup, "%s: %s than xrate at worst (on %s)", st, fmtSpeed(worst), where)
 		}
+	}
+	return c.done()
+}
+
+// exactKeys: atomic and striped, with exact (string) keys, hold a
+// million 16-byte keys in at most 48 B/key, and a forced GC with them live
+// takes at most 5 ms (issue 16: no heap object per key).
+func (s *Set) exactKeys() Verdict {
+	c := newCheck(fmt.Sprintf("Exact keys without a heap object each: atomic and striped ≤ %g B/key and a forced GC ≤ %g ms with 1M 16-byte keys", exactBytesMax, exactGCMillisMax))
+	for _, st := range []string{"atomic", "striped"} {
+		p := s.memoryProcs(st)
+		b, ok1 := s.Median(Cell{Bench: benchMemory, Subject: st, Procs: p, Unit: unitKey})
+		gc, ok2 := s.Median(Cell{Bench: benchMemory, Subject: st, Procs: p, Unit: unitGC})
+		if !ok1 || !ok2 {
+			c.missing(st + " B/key and gc-ns")
+			continue
+		}
+		c.add(b <= exactBytesMax, "%s: %.1f B/key", st, b)
+		c.add(gc/1e6 <= exactGCMillisMax, "%s: forced GC %.1f ms", st, gc/1e6)
 	}
 	return c.done()
 }
