@@ -35,14 +35,14 @@ const (
 	leanestGCMillisMx = 10.0
 	exactBytesMax     = 48.0 // B/key of atomic and striped with exact (string) keys, at most
 	exactGCMillisMax  = 5.0  // their forced GC with a million keys, at most
-	redisEmptyOne     = 1.3 // redisbucket Allow's p50 ÷ an empty EVALSHA's with one client, at most
-	redisEmptyMany    = 1.6 // the same with more clients (50 in BenchmarkRedis), at most
-	redisAllocsMax    = 8   // redisbucket Allow's allocs/op, at most
-	leaseSpeedupMin   = 5.0 // BenchmarkHotKey's allows/s with leases ÷ without, at least
-	twoWindowsMax     = 1.6 // a store under two windows ÷ the same under one (ns/op), at most
-	threeTiersMax     = 1.1 // a store with three tiers ÷ the same with one limit (ns/op), at most
-	waitMax           = 1.1 // Wait on a key with tokens ÷ AllowN (ns/op), at most
-	reserveHotMax     = 1.0 // Reserve on hotkey at -cpu reserveHotProcs ÷ AllowN (ns/op), at most
+	redisEmptyOne     = 1.3  // redisbucket Allow's p50 ÷ an empty EVALSHA's with one client, at most
+	redisEmptyMany    = 1.6  // the same with more clients (50 in BenchmarkRedis), at most
+	redisAllocsMax    = 8    // redisbucket Allow's allocs/op, at most
+	leaseSpeedupMin   = 5.0  // BenchmarkHotKey's allows/s with leases ÷ without, at least
+	twoWindowsMax     = 1.6  // a store under two windows ÷ the same under one (ns/op), at most
+	threeTiersMax     = 1.1  // a store with three tiers ÷ the same with one limit (ns/op), at most
+	waitMax           = 1.1  // Wait on a key with tokens ÷ AllowN (ns/op), at most
+	reserveHotMax     = 1.0  // Reserve on hotkey at -cpu reserveHotProcs ÷ AllowN (ns/op), at most
 )
 
 // The one cell the Reserve target speaks of: a hot key at -cpu 2.
