@@ -22,6 +22,7 @@ func RunObserver(t *testing.T, b Bounded) {
 	t.Run("Concurrent", func(t *testing.T) { testObserverConcurrent(t, b) })
 	t.Run("TypedNil", func(t *testing.T) { testObserverTypedNil(t, b) })
 	t.Run("ZeroAllocs", func(t *testing.T) { testObserverZeroAllocs(t, b) })
+	t.Run("WaitDone", func(t *testing.T) { testObserverWaitDone(t, b) })
 }
 
 // recorder is an Observer that keeps every event.
@@ -200,4 +201,32 @@ func testObserverZeroAllocs(t *testing.T, b Bounded) {
 	if n := testing.AllocsPerRun(200, func() { l.Allow("k"); l.AllowN("k", 1) }); n != 0 {
 		t.Errorf("Allow and AllowN with an observer: %v allocs, want 0", n)
 	}
+}
+
+// testObserverWaitDone: a Wait or WaitTier whose context is done before
+// the call is still one call, reported once with the context's error.
+func testObserverWaitDone(t *testing.T, b Bounded) {
+	rec := &recorder{}
+	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2)}}
+	l, _ := openPolicies(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(pro), keyrate.WithObserver(rec))
+	w, ok := l.(keyrate.WaitLimiter)
+	if !ok {
+		t.Fatalf("%T is not a keyrate.WaitLimiter", l)
+	}
+	tier, err := l.Tier("pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Wait(ctx, "a", 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := w.WaitTier(ctx, "a", tier, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitTier with a cancelled context = %v, want context.Canceled", err)
+	}
+	sameEvents(t, "Wait, WaitTier with a cancelled context", rec.take(), []keyrate.Event{
+		{Key: "a", Policy: keyrate.DefaultPolicy, Cost: 1, Err: context.Canceled},
+		{Key: "a", Policy: "pro", Cost: 1, Err: context.Canceled},
+	})
 }
