@@ -19,9 +19,10 @@ func (ps *Policies) Observe(key, policy string, cost int, allowed bool, err erro
 func (ps *Policies) ObserveEvent(e keyrate.Event) { ps.obs.Observe(e) }
 
 // ObserveMiss tells the store's observer, if it has one, of a call that
-// failed with err before its policy was found: under tier's policy (a
-// Tier of another store), or, for the zero Tier, under the policy
-// WithPolicyFunc names for key.
+// failed with err before its policy was found (a Tier of another store, a
+// name WithPolicyFunc returns that the store lacks, a Wait's context done
+// before the call): under tier's policy, or, for the zero Tier, under the
+// policy WithPolicyFunc names for key (the default without one).
 func (ps *Policies) ObserveMiss(key string, tier keyrate.Tier, cost int, err error) {
 	if ps.obs == nil {
 		return

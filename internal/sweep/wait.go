@@ -63,6 +63,7 @@ func ReserveTier(pols *rules.Policies, f Reserver, key string, tier keyrate.Tier
 func Wait(ctx context.Context, pols *rules.Policies, f Reserver, key string, cost int) error {
 	budget, err := tick.WaitBudget(ctx)
 	if err != nil {
+		pols.ObserveMiss(key, keyrate.Tier{}, cost, err) // a call all the same
 		return err
 	}
 	rs, err := rulesFor(pols, key)
@@ -77,6 +78,7 @@ func Wait(ctx context.Context, pols *rules.Policies, f Reserver, key string, cos
 func WaitTier(ctx context.Context, pols *rules.Policies, f Reserver, key string, tier keyrate.Tier, cost int) error {
 	budget, err := tick.WaitBudget(ctx)
 	if err != nil {
+		pols.ObserveMiss(key, tier, cost, err) // a call all the same
 		return err
 	}
 	rs, err := pols.Rules(tier)
