@@ -1,6 +1,7 @@
 package redisbucket_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -103,4 +104,42 @@ func TestObserverDegraded(t *testing.T) {
 		s.Reserve("k", 1, 0)
 		checkEvents(t, tc.policy.String(), log.take(), tc.want)
 	}
+}
+
+// TestObserverWait: Wait and WaitTier are one event each, a Wait whose
+// context is done before the call included (with the context's error), as
+// in the in-process stores.
+func TestObserverWait(t *testing.T) {
+	srv := server(t)
+	var log eventLog
+	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerHour(2)}}
+	s := mustNew(t, newClient(t, srv.Addr()), keyrate.PerHour(1), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), keyrate.WithPolicies(pro), keyrate.WithObserver(&log))
+	tier, err := s.Tier("pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(context.Background(), "e", 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := s.WaitTier(ctx, "e", tier, 3); err == nil {
+		t.Fatal("WaitTier with a cost above the burst: no error")
+	}
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if err := s.Wait(done, "f", 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := s.WaitTier(done, "f", tier, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitTier with a cancelled context = %v, want context.Canceled", err)
+	}
+	def := keyrate.DefaultPolicy
+	checkEvents(t, "Wait", log.take(), []keyrate.Event{
+		{Key: "e", Policy: def, Cost: 1, Allowed: true},
+		{Key: "e", Policy: "pro", Cost: 3, Err: keyrate.ErrCostExceedsBurst},
+		{Key: "f", Policy: def, Cost: 1, Err: context.Canceled},
+		{Key: "f", Policy: "pro", Cost: 1, Err: context.Canceled},
+	})
 }

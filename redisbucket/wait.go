@@ -86,6 +86,7 @@ func (s *Store) ReserveTierContext(ctx context.Context, key string, tier keyrate
 func (s *Store) Wait(ctx context.Context, key string, cost int) error {
 	wait, err := tick.WaitBudget(ctx)
 	if err != nil {
+		s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err) // a call all the same
 		return err
 	}
 	rs, err := s.pols.ForKey(key)
@@ -101,6 +102,7 @@ func (s *Store) Wait(ctx context.Context, key string, cost int) error {
 func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
 	wait, err := tick.WaitBudget(ctx)
 	if err != nil {
+		s.pols.ObserveMiss(key, tier, cost, err) // a call all the same
 		return err
 	}
 	rs, err := s.pols.Rules(tier)
