@@ -1,6 +1,7 @@
 package keyrateprom_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -179,4 +180,30 @@ func TestTwoStoresOneRegistry(t *testing.T) {
 	require.NoError(t, reg.Register(keyrateprom.New("a")))
 	require.NoError(t, reg.Register(keyrateprom.New("b")))
 	require.Error(t, reg.Register(keyrateprom.New("a")), "the same store name twice collides")
+}
+
+// TestObserveErrorKinds: a failure policy's denial that comes with an
+// error (redisbucket's FailClosed) is a degraded decision too, and a
+// caller's context ending (a Wait cancelled before it began, a Redis call
+// the caller gave up on) is not a backend failure.
+func TestObserveErrorKinds(t *testing.T) {
+	m := keyrateprom.New("api")
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	for _, e := range []keyrate.Event{
+		{Key: "a", Policy: "free", Cost: 1, Degraded: true, Err: errors.New("redisbucket: redis unavailable")},
+		{Key: "a", Policy: "free", Cost: 1, Err: fmt.Errorf("redisbucket: %w", context.Canceled)},
+		{Key: "a", Policy: "free", Cost: 1, Err: context.DeadlineExceeded},
+	} {
+		m.Observe(e)
+	}
+	get := func(name string, labels map[string]string) float64 {
+		return testutil.ToFloat64(counterOf(t, reg, name, labels))
+	}
+	require.Equal(t, 1.0, get("keyrate_degraded_total", map[string]string{"policy": "free", "decision": "denied"}),
+		"FailClosed's degraded denial")
+	require.Equal(t, 1.0, get("keyrate_errors_total", map[string]string{"policy": "free", "error": "backend"}),
+		"only the Redis failure is a backend error")
+	require.Equal(t, 2.0, get("keyrate_errors_total", map[string]string{"policy": "free", "error": "canceled"}),
+		"the caller's context ending")
 }
