@@ -33,8 +33,10 @@
 //   - keyrate_errors_total{policy, error}: calls that ended in an error
 //     rather than a decision, by kind: "store_full" (keyrate.ErrStoreFull),
 //     "unknown_policy", "invalid_cost" (keyrate.ErrInvalidCost and
-//     ErrCostExceedsBurst), "no_key" (a middleware found no key) and
-//     "backend" (anything else: a Redis error).
+//     ErrCostExceedsBurst), "invalid_key" (keyrate.ErrInvalidKey: a
+//     middleware found no key, or redisbucket refused one), "canceled"
+//     (the caller's context ended: context.Canceled or DeadlineExceeded)
+//     and "backend" (anything else: a Redis error).
 //   - keyrate_degraded_total{policy, decision}: answers a failure policy
 //     gave instead of the store (redisbucket when Redis failed: every
 //     Redis failure that was not the caller giving up). They count in

@@ -1,6 +1,7 @@
 package keyrateprom
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -54,11 +55,12 @@ const (
 	errUnknownPolicy
 	errInvalidCost
 	errInvalidKey
+	errCanceled
 	errBackend
 	nErrKinds
 )
 
-var errKindNames = [nErrKinds]string{"store_full", "unknown_policy", "invalid_cost", "invalid_key", "backend"}
+var errKindNames = [nErrKinds]string{"store_full", "unknown_policy", "invalid_cost", "invalid_key", "canceled", "backend"}
 
 // counters are one policy's children of the vectors, created when the
 // policy is first seen so that Observe does no label lookup.
@@ -188,6 +190,8 @@ func errKind(err error) int {
 		return errInvalidCost
 	case errors.Is(err, keyrate.ErrInvalidKey):
 		return errInvalidKey
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return errCanceled
 	default:
 		return errBackend
 	}
