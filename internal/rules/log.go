@@ -89,7 +89,7 @@ func (rs *Rules) NewLog(s []State) *Log {
 func (rs *Rules) SeedLog(l *Log, s []State) {
 	p := &rs.rules[0]
 	l.head, l.n, l.base, l.te = 0, 0, 0, uint64(s[0])
-	if used, full := min(uint64(s[1]), p.n), uint64(s[2]); used > 0 && full > l.te {
+	if used, full := uint64(s[1]), uint64(s[2]); used > 0 && full > l.te { // used may exceed N: see carryLog
 		p.push(l, full, used)
 	}
 }

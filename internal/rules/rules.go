@@ -231,8 +231,9 @@ func (rs *Rules) Reading(s []State) time.Duration {
 // debt (capped at N), at the later of t and W before the tick at which its
 // old state is full, so that the log lets nothing through before the old
 // state would have; a log carried into a log keeps its cost in the
-// window, capped at the new N, collapsed onto its newest admission (which
-// then leaves the new window, of its own length). Neither mints anything:
+// window whole (above the new N if that is smaller, so that a key moved to
+// a smaller N and back gets nothing it spent back), collapsed onto its
+// newest admission (which then leaves the new window, of its own length). Neither mints anything:
 // the new state holds at least the old one's debt, and a new log holds it
 // until the old state would have been full.
 func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
@@ -312,13 +313,16 @@ func (rs *Rules) Peek(s []State, t time.Duration) keyrate.Decision {
 func (rs *Rules) carryLog(from *Rules, s []State, t time.Duration, into []State) {
 	f, p := &from.rules[0], &rs.rules[0]
 	if rs.log && from.log {
-		// The cost in the window, capped, on the newest admission, which
-		// leaves the new window W' − W after it left the old one.
+		// The cost in the window, whole (above the new N if it is
+		// smaller: capping it would hand the key what it spent back when
+		// a larger N returns), on the newest admission, which leaves the
+		// new window W' − W after it left the old one. It stays within
+		// MaxLogRate, the largest N any log had.
 		te, used, end := f.logView(s, f.Ticks(t))
 		if used > 0 {
 			end = end - f.win + p.win // end ≥ W: an admission's exit
 		}
-		p.logSummary(into, te, min(used, p.n), end, 1)
+		p.logSummary(into, te, used, end, 1)
 		return
 	}
 	if rs.log {
