@@ -86,9 +86,6 @@ func TestPolicyShrinkRestore(t *testing.T) {
 	for _, alg := range []keyrate.Algorithm{keyrate.TokenBucket, keyrate.FixedWindow, keyrate.SlidingWindow, keyrate.SlidingLog} {
 		for _, s := range stores {
 			t.Run(fmt.Sprintf("alg=%v/store=%s", alg, s.name), func(t *testing.T) {
-				if alg.Windowed() {
-					t.Skip("BUG: a fixed or sliding window carried into one of the same length caps its counts at the new N (rules.Rule.carryFrom), so 5 → 3 → 5 per hour admits 7 at one instant")
-				}
 				big, small := keyrate.PerHour(5).Using(alg), keyrate.PerHour(3).Using(alg)
 				l, err := s.new(big, keyrate.WithClock(clock.NewManual(time.Hour)))
 				if errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
@@ -114,6 +111,74 @@ func TestPolicyShrinkRestore(t *testing.T) {
 					t.Errorf("admitted %d at one instant under 5 → 3 → 5 per hour, want 5", admitted)
 				}
 			})
+		}
+	}
+}
+
+// TestPolicyShrinkRestoreOverTime moves a key between 5 and 3 per second
+// (one algorithm, one window length) at random readings and checks that
+// no aligned window (FixedWindow, SlidingWindow) or no interval of length
+// W (SlidingLog) admits more than 5, and no token bucket more than
+// Burst + Rate·T/Per.
+func TestPolicyShrinkRestoreOverTime(t *testing.T) {
+	const w = time.Second
+	for _, alg := range []keyrate.Algorithm{keyrate.TokenBucket, keyrate.FixedWindow, keyrate.SlidingWindow, keyrate.SlidingLog} {
+		for _, s := range stores {
+			for seed := range uint64(10) {
+				t.Run(fmt.Sprintf("alg=%v/store=%s/seed=%d", alg, s.name, seed), func(t *testing.T) {
+					big, small := keyrate.PerSecond(5).Using(alg), keyrate.PerSecond(3).Using(alg)
+					clk := clock.NewManual(time.Hour)
+					l, err := s.new(big, keyrate.WithClock(clk))
+					if errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
+						t.Skip(err)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer l.(keyrate.BoundedLimiter).Close()
+					pl := l.(keyrate.PolicyLimiter)
+					rng := rand.New(rand.NewPCG(seed, 99))
+					var at []time.Duration
+					for range 400 {
+						clk.Advance(time.Duration(rng.Int64N(int64(w / 7))))
+						if rng.IntN(5) == 0 {
+							lim := big
+							if rng.IntN(2) == 0 {
+								lim = small
+							}
+							if err := pl.SetPolicy(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{lim}}); err != nil {
+								t.Fatal(err)
+							}
+						}
+						c := 1 + rng.IntN(3)
+						if d, err := l.AllowN("k", c); err == nil && d.Allowed {
+							for range c {
+								at = append(at, clk.Now()-time.Hour)
+							}
+						}
+					}
+					for i := range at {
+						lo, hi := at[i], at[i]+w // any interval of length W
+						if alg.Windowed() {
+							lo = at[i] / w * w
+							hi = lo + w
+						}
+						n := 0
+						for _, a := range at {
+							if a >= lo && a < hi {
+								n++
+							}
+						}
+						bound := 5
+						if alg == keyrate.TokenBucket {
+							bound = 10 // Burst + Rate·W/Per
+						}
+						if n > bound {
+							t.Fatalf("%d admitted in [%v, %v), above %d", n, lo, hi, bound)
+						}
+					}
+				})
+			}
 		}
 	}
 }
