@@ -196,10 +196,32 @@ func testObserverTypedNil(t *testing.T, b Bounded) {
 
 func testObserverZeroAllocs(t *testing.T, b Bounded) {
 	c := &counter{}
-	l, _ := openPolicies(t, b, keyrate.Every(time.Nanosecond).WithBurst(1<<20), keyrate.WithObserver(c))
+	lim := keyrate.Every(time.Nanosecond).WithBurst(1 << 20)
+	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{lim}}
+	l, _ := openPolicies(t, b, lim, keyrate.WithObserver(c), keyrate.WithPolicies(pro))
 	l.Allow("k")
 	if n := testing.AllocsPerRun(200, func() { l.Allow("k"); l.AllowN("k", 1) }); n != 0 {
 		t.Errorf("Allow and AllowN with an observer: %v allocs, want 0", n)
+	}
+	tier, err := l.Tier("pro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := l.(keyrate.WaitLimiter)
+	if !ok {
+		t.Fatalf("%T is not a keyrate.WaitLimiter", l)
+	}
+	ctx := context.Background()
+	l.AllowTier("k", tier, 1)
+	for name, f := range map[string]func(){
+		"AllowTier": func() { l.AllowTier("k", tier, 1) },
+		"Reserve":   func() { w.Reserve("k", 1, time.Second) },
+		"Wait":      func() { w.Wait(ctx, "k", 1) },
+		"WaitTier":  func() { w.WaitTier(ctx, "k", tier, 1) },
+	} {
+		if n := testing.AllocsPerRun(200, f); n != 0 {
+			t.Errorf("%s with an observer: %v allocs, want 0", name, n)
+		}
 	}
 }
 
