@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,5 +182,62 @@ func TestPolicyShrinkRestoreOverTime(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestLogConcurrentPolicyChanges: goroutines spend on one key of a log
+// while another changes its policy between 5 and 3 per hour (a new Rules
+// at every change, so every spend may carry), all at one frozen instant:
+// at most 5 are admitted.
+func TestLogConcurrentPolicyChanges(t *testing.T) {
+	for _, s := range stores[:2] {
+		t.Run("store="+s.name, func(t *testing.T) {
+			big, small := keyrate.PerHour(5).Using(keyrate.SlidingLog), keyrate.PerHour(3).Using(keyrate.SlidingLog)
+			for round := range 20 {
+				l, err := s.new(big, keyrate.WithClock(clock.NewManual(time.Hour)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pl := l.(keyrate.PolicyLimiter)
+				var admitted atomic.Int64
+				var done atomic.Bool
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for range 4 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						for i := 0; i < 10 || !done.Load(); i++ { // until the changes end, and then some
+							if l.Allow("k") {
+								admitted.Add(1)
+							}
+						}
+					}()
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer done.Store(true)
+					<-start
+					for i := range 200 {
+						lim := big
+						if i%2 == 0 {
+							lim = small
+						}
+						if err := pl.SetPolicy(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{lim}}); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+				close(start)
+				wg.Wait()
+				l.(keyrate.BoundedLimiter).Close()
+				if n := admitted.Load(); n > 5 {
+					t.Fatalf("round %d: %d admitted at one instant under a log of 5 (and 3) per hour", round, n)
+				}
+			}
+		})
 	}
 }
