@@ -241,3 +241,41 @@ func TestLogConcurrentPolicyChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestLogCarriesReservedDebt: a token bucket that has reserved past its
+// burst (5 now and 5 at 1h under 5 per hour), moved to a log and back at
+// one instant, still owes all 10: nothing more is admitted in the hour,
+// which already holds Burst + Rate·T/Per = 10.
+func TestLogCarriesReservedDebt(t *testing.T) {
+	for _, s := range stores[:2] {
+		t.Run("store="+s.name, func(t *testing.T) {
+			clk := clock.NewManual(time.Hour)
+			tb, lg := keyrate.PerHour(5), keyrate.PerHour(5).Using(keyrate.SlidingLog)
+			l, err := s.new(tb, keyrate.WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.(keyrate.BoundedLimiter).Close()
+			pl, w := l.(keyrate.PolicyLimiter), l.(keyrate.WaitLimiter)
+			for i, want := range []time.Duration{0, time.Hour} {
+				if r, err := w.Reserve("k", 5, 2*time.Hour); err != nil || !r.OK() || r.Delay() != want {
+					t.Fatalf("Reserve %d: OK %v, Delay %v, %v; want a slot %v away", i, r.OK(), r.Delay(), err, want)
+				}
+			}
+			for _, lim := range []keyrate.Limit{lg, tb} {
+				if err := pl.SetPolicy(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{lim}}); err != nil {
+					t.Fatal(err)
+				}
+				if l.Allow("k") { // carries the key into lim
+					t.Fatalf("under %v, at once: allowed after 10 reserved", lim)
+				}
+			}
+			for m := range 60 {
+				clk.Advance(time.Minute)
+				if l.Allow("k") {
+					t.Fatalf("allowed %dm after reserving 5 now and 5 at 1h under %v, through a log: above Burst + Rate·T/Per", m+1, tb)
+				}
+			}
+		})
+	}
+}
