@@ -308,15 +308,22 @@ func (p *Rule) logDecide(s []State, now uint64, cost int, allowed bool) keyrate.
 	return d
 }
 
+// maxLogDebt is the most cost a log's entry carries from another policy:
+// its ring counts cost mod 2^32.
+const maxLogDebt = 1 << 31
+
 // logCarry writes into s, LogWords states of the log rule p at tick now,
-// the summary of a key that owes debt (capped at N) until tick end (the
-// tick at which its old state is full): one entry of the debt, admitted
-// at now, or later if need be to leave the window no earlier than end, so
-// that the log is not empty before the old state would have been full.
+// the summary of a key that owes debt until tick end (the tick at which
+// its old state is full): one entry of the debt, admitted at now, or later
+// if need be to leave the window no earlier than end, so that the log is
+// not empty before the old state would have been full. The debt is kept
+// whole (up to maxLogDebt), above N if the old state owed more (a token
+// bucket's reservations): a log carried back into a bucket then owes it
+// all again.
 func (p *Rule) logCarry(debt, end, now uint64, s []State) {
 	if debt == 0 {
 		p.logSummary(s, now, 0, now, 1)
 		return
 	}
-	p.logSummary(s, now, min(debt, p.n), max(now+p.win, end), 1)
+	p.logSummary(s, now, min(debt, maxLogDebt), max(now+p.win, end), 1)
 }

@@ -228,14 +228,15 @@ func (rs *Rules) Reading(s []State) time.Duration {
 // A SlidingLog window carries the cost its log counts at the later of t
 // and its clock, whole, as the debt of window 0 of rs, owed from then. A
 // window carried into a SlidingLog policy becomes one admission of its
-// debt (capped at N), at the later of t and W before the tick at which its
-// old state is full, so that the log lets nothing through before the old
-// state would have; a log carried into a log keeps its cost in the
-// window whole (above the new N if that is smaller, so that a key moved to
-// a smaller N and back gets nothing it spent back), collapsed onto its
-// newest admission (which then leaves the new window, of its own length). Neither mints anything:
-// the new state holds at least the old one's debt, and a new log holds it
-// until the old state would have been full.
+// debt (whole, above N if it owed more, up to 2^31), at the later of t and
+// W before the tick at which its old state is full, so that the log lets
+// nothing through before the old state would have; a log carried into a
+// log keeps its cost in the window whole (above the new N if that is
+// smaller, so that a key moved to a smaller N and back gets nothing it
+// spent back), collapsed onto its newest admission (which then leaves the
+// new window, of its own length). Neither mints anything: the new state
+// holds at least the old one's debt, and a new log holds it until the old
+// state would have been full.
 func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 	if rs.log || from.log {
 		rs.carryLog(from, s, t, into)
