@@ -78,12 +78,6 @@ func TestLogRefundsUnderMaxKeys(t *testing.T) {
 	}
 }
 
-// windowCarryBug is why TestPolicyShrinkRestore and
-// TestPolicyShrinkRestoreOverTime skip the fixed and sliding windows.
-const windowCarryBug = "BUG: a fixed or sliding window carried into one of the same length caps its counts at the new N " +
-	"(rules.Rule.carryFrom, and redisbucket's script in step), so 5 → 3 → 5 per hour admits 7 at one instant " +
-	"(carrying the excess as debt fixes the in-process stores, but redisbucket's TestWindowDifferential then needs the script changed too)"
-
 // TestPolicyShrinkRestore: keyrate.PolicyLimiter promises that "no
 // sequence of changes or tier moves hands a key tokens it has not
 // refilled". At one instant (a frozen clock), a key that spent its 5 per
@@ -94,9 +88,6 @@ func TestPolicyShrinkRestore(t *testing.T) {
 	for _, alg := range []keyrate.Algorithm{keyrate.TokenBucket, keyrate.FixedWindow, keyrate.SlidingWindow, keyrate.SlidingLog} {
 		for _, s := range stores {
 			t.Run(fmt.Sprintf("alg=%v/store=%s", alg, s.name), func(t *testing.T) {
-				if alg.Windowed() {
-					t.Skip(windowCarryBug)
-				}
 				big, small := keyrate.PerHour(5).Using(alg), keyrate.PerHour(3).Using(alg)
 				l, err := s.new(big, keyrate.WithClock(clock.NewManual(time.Hour)))
 				if errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
@@ -137,9 +128,6 @@ func TestPolicyShrinkRestoreOverTime(t *testing.T) {
 		for _, s := range stores {
 			for seed := range uint64(10) {
 				t.Run(fmt.Sprintf("alg=%v/store=%s/seed=%d", alg, s.name, seed), func(t *testing.T) {
-					if alg.Windowed() {
-						t.Skip(windowCarryBug)
-					}
 					big, small := keyrate.PerSecond(5).Using(alg), keyrate.PerSecond(3).Using(alg)
 					clk := clock.NewManual(time.Hour)
 					l, err := s.new(big, keyrate.WithClock(clk))

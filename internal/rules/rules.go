@@ -213,8 +213,8 @@ func (rs *Rules) Reading(s []State) time.Duration {
 // and an epoch (both compiled by one store).
 //
 // A window rule of the same algorithm and window length as window i of
-// from keeps that window's counts exactly (capped at its N). Any other
-// change carries the tokens owed from the later of t and the start of the
+// from keeps that window's counts exactly if they fit its N; counts above
+// it are carried as debt, as any other change is. Any other change carries the tokens owed from the later of t and the start of the
 // window a window rule's state has counted ahead (a reservation's), so
 // that what is promised to a later window stays counted there; a window
 // rule counts them from that instant's window, N to a window, spilling

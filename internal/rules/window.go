@@ -254,9 +254,13 @@ func (p *Rule) wCarry(num, den, now uint64) State {
 func (p *Rule) carryFrom(f *Rule, s State, t time.Duration) State {
 	fnow := f.Ticks(t)
 	if p.alg != keyrate.TokenBucket && p.alg == f.alg && p.win == f.win {
-		// The same windows: keep the counts, capped at the new N.
-		idx, prev, cur := f.unpack(s)
-		return p.pack(min(idx, p.lastWindow()+2), min(prev, p.n), min(cur, p.n))
+		// The same windows: keep the counts, if they fit the new N. (A
+		// count above it is carried as debt below, spilling into later
+		// windows: capping it would hand the key what it spent back
+		// when a larger N returns.)
+		if idx, prev, cur := f.unpack(s); prev <= p.n && cur <= p.n {
+			return p.pack(min(idx, p.lastWindow()+2), prev, cur)
+		}
 	}
 	num, den := f.Debt(s, fnow)
 	from := fnow
