@@ -133,8 +133,8 @@ const (
 // Its reply is (k, p, q), the window k ≥ 0 after now's that it counts in
 // and the counts, and the reply ends with now in µs, so that Go can place
 // it (see plan.lcm). Carried over from another limit, a window keeps its
-// counts if it had the same algorithm and length (capped at N), and
-// otherwise owes what rules.Rules.Carry counts: the cost it could not
+// counts if it had the same algorithm and length and they fit the new N,
+// and otherwise owes what rules.Rules.Carry counts: the cost it could not
 // spend under the old limit (from the start of the window it counted
 // ahead, if it did), N to a window from now's, spilling into the windows
 // after it, saturating at a window start of 2^53 µs; a token bucket
@@ -429,8 +429,8 @@ elseif v then
     local o, s, w = O[i], old[i], W[i]
     if not s or not moved then
       D[i] = s or D[i]
-    elseif w[1] == 0 and o[1] == 0 and w[2] == o[2] and w[4] == o[4] then
-      D[i] = {s[1], math.min(s[2], w[3]), math.min(s[3], w[3])}
+    elseif w[1] == 0 and o[1] == 0 and w[2] == o[2] and w[4] == o[4] and s[2] <= w[3] and s[3] <= w[3] then
+      D[i] = {s[1], s[2], s[3]}
     elseif w[1] > 0 and o[1] > 0 then
       D[i] = carry(o, s, w)
     else
