@@ -14,6 +14,12 @@ import (
 // Give an observer to the interceptor or to the store
 // (keyrate.WithObserver), not both: each would report every call. The
 // default is none. A typed nil o makes New fail with an error.
+//
+// A Call the store decided is reported under the decision's policy. One
+// it could not (a store error) is reported under the tier the call asked
+// for, or keyrate.DefaultPolicy: the middleware cannot know which policy a
+// store's WithPolicyFunc chose. Give the observer to the store to count
+// such errors per policy.
 func WithObserver(o keyrate.Observer) Option {
 	return func(c *config) {
 		switch {

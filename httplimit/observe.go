@@ -14,6 +14,12 @@ import (
 // rather than being lost. Give an observer to the middleware or to the
 // store (keyrate.WithObserver), not both: each would report every request.
 // The default is none. A typed nil o makes New fail with an error.
+//
+// A Request the store decided is reported under the decision's policy. One
+// it could not (a store error) is reported under the tier the request asked
+// for, or keyrate.DefaultPolicy: the middleware cannot know which policy a
+// store's WithPolicyFunc chose. Give the observer to the store to count
+// such errors per policy.
 func WithObserver(o keyrate.Observer) Option {
 	return func(c *config) {
 		switch {
