@@ -35,16 +35,16 @@ var argPool = sync.Pool{New: func() any {
 }}
 
 // call sends args, a buffer from argPool that begins with "evalsha",
-// scriptSHA, "1" and the key, through c, bounded by ctx; it sends them again
-// as EVAL of the script's source if the server answers NOSCRIPT (which
-// loads the script there). It returns the reply's integers, and the buffer
+// the script's SHA (scriptSHA or logSHA), "1" and the key, through c,
+// bounded by ctx; it sends them again as EVAL of the script's source src
+// if the server answers NOSCRIPT (which loads the script there). It returns the reply's integers, and the buffer
 // to the pool.
-func call(ctx context.Context, c redis.UniversalClient, bp *[]any, args []any) ([]int64, error) {
+func call(ctx context.Context, c redis.UniversalClient, bp *[]any, args []any, src string) ([]int64, error) {
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3) // a Cluster's slot: no parsing of the arguments
 	err := c.Process(ctx, cmd)
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		args[0], args[1] = "eval", gcraSource
+		args[0], args[1] = "eval", src
 		cmd = redis.NewIntSliceCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
 		err = c.Process(ctx, cmd)

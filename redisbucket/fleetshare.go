@@ -18,7 +18,7 @@ const MaxFallbackNodes = 1 << 16
 // window of every policy (the WithFallbackLimit limit included, and the
 // policies SetPolicy sets later) keeps its Rate but over n times its Per,
 // and gets a Burst of Burst/n, rounded down, but at least 1; a window
-// algorithm's window (keyrate.FixedWindow, SlidingWindow) keeps its Per
+// algorithm's window (keyrate.FixedWindow, SlidingWindow, SlidingLog) keeps its Per
 // and counts Rate/n, rounded down, but at least 1. Give it the
 // number of processes that share the Redis buckets. New returns an error
 // wrapping keyrate.ErrInvalidOption for n out of 1 to MaxFallbackNodes or
@@ -65,7 +65,7 @@ func share(l keyrate.Limit, n int) keyrate.Limit {
 	if n <= 1 {
 		return l
 	}
-	if l.Algorithm.Windowed() {
+	if l.Algorithm != keyrate.TokenBucket {
 		l.Rate = max(l.Rate/n, 1)
 		l.Burst = l.Rate
 		return l

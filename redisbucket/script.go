@@ -400,6 +400,19 @@ if type(v) == 'table' then
     return redis.error_reply(v.err or 'keyrate: GET failed')
   end
   bad = 1
+elseif v and string.byte(v, 1) == 126 then
+  local N, b, rest = string.match(v, '^~%d+:(%d+):%d+:(%d+);(%d*)$')
+  if not b or #N > 6 or #b > 10 or #rest % 26 ~= 0 then
+    bad = 1
+  else
+    moved = true
+    local k = #rest - 25
+    local x, c = tonumber(string.sub(rest, k, k + 15)), tonumber(string.sub(rest, k + 16))
+    if #rest > 0 and x > now then
+      local o, s = {1, 1, 1, 1}, {math.min((c - tonumber(b)) % 4294967296, tonumber(N)), 0, 0}
+      D[1] = W[1][1] > 0 and carry(o, s, W[1]) or wcarry(o, s, W[1])
+    end
+  end
 elseif v then
   local desc, st, m = base, v, 2
   local slash = string.find(v, '/', 1, true)
@@ -634,8 +647,10 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	case keyrate.TokenBucket:
 	case keyrate.FixedWindow, keyrate.SlidingWindow:
 		return compileWindow(l)
+	case keyrate.SlidingLog:
+		return compileLog(l)
 	default:
-		return units{}, fmt.Errorf("%w: %w: algorithm %v: redisbucket's script runs token-bucket, fixed-window and sliding-window only",
+		return units{}, fmt.Errorf("%w: %w: algorithm %v: redisbucket's scripts run token-bucket, fixed-window, sliding-window and sliding-log only",
 			keyrate.ErrUnsupportedAlgorithm, keyrate.ErrInvalidLimit, l.Algorithm)
 	}
 	pol, err := rules.NewRule(l, nil)
@@ -691,8 +706,11 @@ func gcd(a, b uint64) uint64 {
 
 // desc returns u as the script's descriptor of a window, "K:I:G:F"; a
 // window algorithm's is "0:W:N:A", with W its length in µs and A 1 for a
-// fixed window, 2 for a sliding one.
+// fixed window, 2 for a sliding one; a log's, "~W:N" (logScript's).
 func (u units) desc() string {
+	if u.alg == keyrate.SlidingLog {
+		return fmt.Sprintf("~%d:%d", u.win, u.n)
+	}
 	k, i, g, f := u.args()
 	return fmt.Sprintf("%d:%d:%d:%d", k, i, g, f)
 }
@@ -734,6 +752,9 @@ type plan struct {
 	descArg any   // desc, boxed once for every call
 	args    []any // K, I, G and F of each window
 	units   []units
+	// log is whether the policy is one keyrate.SlidingLog window, which
+	// logScript runs (its args are W and N).
+	log bool
 	// short is whether the plan is the one window base (see gcraScript's
 	// short form); Store.plan sets it.
 	short bool
@@ -766,6 +787,10 @@ func newPlan(p keyrate.Policy) (*plan, error) {
 			return nil, fmt.Errorf("%w: %q window %d (%v): %w", keyrate.ErrInvalidPolicy, p.Name, i, l, err)
 		}
 		pl.units[i], desc[i] = u, u.desc()
+		if u.alg == keyrate.SlidingLog { // its policy's only window
+			pl.log, pl.args = true, []any{u.win, u.n}
+			continue
+		}
 		k, in, g, f := u.args()
 		pl.args = append(pl.args, k, in, g, f)
 		if u.win > 0 {

@@ -363,7 +363,7 @@ func (s *Store) decide(ctx context.Context, key string, rs *rules.Rules, cost in
 	if err := ctx.Err(); err != nil {
 		return keyrate.Decision{}, fmt.Errorf("redisbucket: %w", err), false
 	}
-	if s.deny != nil {
+	if s.deny != nil && !rs.IsLog() { // a log's summary alone cannot say when it admits again
 		if d, ok := s.deny.deny(key, rs, cost, s.denyNow()); ok {
 			s.deniedLocally.Add(1)
 			return d, nil, false
@@ -379,7 +379,7 @@ func (s *Store) decide(ctx context.Context, key string, rs *rules.Rules, cost in
 	denied, t0, err := s.eval(ctx, key, rs, cost, st[:n])
 	if err == nil {
 		d := rs.Decide(st[:n], t0, cost, denied)
-		if s.deny != nil {
+		if s.deny != nil && !rs.IsLog() {
 			if denied >= 0 || d.Remaining == 0 {
 				s.deny.put(key, rs, st[:n], t0, s.denyNow())
 			} else {
@@ -420,8 +420,13 @@ func (s *Store) failed(ctx context.Context, key string, rs *rules.Rules, cost in
 // cost tokens take to accrue in every window, and ResetAfter 0.
 func closed(rs *rules.Rules, cost int) keyrate.Decision {
 	var st [keyrate.MaxLimits]rules.State
-	for i := range rs.Len() {
-		st[i] = rs.Rule(i).Encode(0, 0) // empty
+	if rs.IsLog() { // a full log at reading 0, its N admitted then: empty at W
+		w := rules.State(first(rs).Per)
+		st[0], st[1], st[2], st[3] = 0, rules.State(first(rs).Rate), w, w
+	} else {
+		for i := range rs.Len() {
+			st[i] = rs.Rule(i).Encode(0, 0) // empty
+		}
 	}
 	d := rs.Decide(st[:rs.Len()], 0, cost, 0)
 	d.ResetAfter, d.WindowResetAfter = 0, 0
@@ -524,7 +529,9 @@ func (s *Store) evalMode(parent context.Context, key string, rs *rules.Rules, co
 	if mode != "" || p.lcm > 0 {
 		extra = 1
 	}
-	if err == nil {
+	if err == nil && p.log {
+		denied, bad, err = p.readLog(res, st)
+	} else if err == nil {
 		denied, t0, bad, err = p.read(res, st, extra)
 	}
 	if err != nil {
@@ -555,8 +562,12 @@ func (s *Store) evalMode(parent context.Context, key string, rs *rules.Rules, co
 	return denied, now, t0, nil
 }
 
-// windowed reports whether rs has a window algorithm's window.
+// windowed reports whether rs has a window algorithm's window, or is a
+// keyrate.SlidingLog policy.
 func windowed(rs *rules.Rules) bool {
+	if rs.IsLog() {
+		return true
+	}
 	for i := range rs.Len() {
 		if rs.Rule(i).Algorithm().Windowed() {
 			return true
@@ -607,11 +618,15 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 		m = mode
 	}
 	bp := argPool.Get().(*[]any)
+	if p.log {
+		args := append((*bp)[:0], "evalsha", logSHA, "1", rkey, now, cost, minTTL)
+		return call(ctx, s.client, bp, append(args, p.args...), logSource)
+	}
 	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL)
 	if !p.short || mode != "" {
 		args = append(args, p.descArg, s.baseArg, m)
 	}
-	return call(ctx, s.client, bp, append(args, p.args...))
+	return call(ctx, s.client, bp, append(args, p.args...), gcraSource)
 }
 
 // fail counts a failed round trip, reports it to the callback, and returns

@@ -154,7 +154,7 @@ func (s *Store) reserveDecide(ctx context.Context, key string, rs *rules.Rules, 
 	if err != nil {
 		return keyrate.Reservation{}, err, false // checked by New or SetPolicy: cannot fail
 	}
-	if p.lcm > 0 {
+	if p.lcm > 0 || p.log {
 		return keyrate.Reservation{}, fmt.Errorf("%w: policy %q counts in windows (%v): redisbucket reserves (Reserve, Wait) under token buckets only",
 			keyrate.ErrUnsupportedAlgorithm, rs.Name(), rs.Policy().Limits), false
 	}

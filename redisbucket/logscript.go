@@ -1,0 +1,243 @@
+package redisbucket
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/rules"
+)
+
+// MaxLogRate is the largest Rate of a keyrate.SlidingLog limit that New
+// and SetPolicy accept: the script reads and writes a key's whole log on
+// each spend (26 bytes an entry, one entry per µs that admitted within the
+// window), so a log's memory and the server time of each call grow with
+// N; at 4096 a full log is about 104 KiB. keyrate.MaxLogRate, the
+// in-process stores' bound, is larger.
+const MaxLogRate = 4096
+
+// logEntry is the length of an entry of a log's value: its exit in µs in
+// 16 digits, then the running total of the cost through it, modulo 2^32,
+// in 10.
+const logEntry = 26
+
+// logSource is the script of a keyrate.SlidingLog policy (which has that
+// one window): the log of the key's admissions still in the window, in a
+// packed string, one call per decision on the server's TIME (or the time
+// source's), as rules.Rules.LogSpend, LogRefund and LogView decide.
+//
+// KEYS[1] is the bucket's key. ARGV: now in µs (-1: the server's TIME),
+// the cost (0: peek, which writes nothing; below 0: a refund of −cost),
+// the least TTL in ms, the window W in µs and the limit N.
+//
+// The value is "~W:N:te:base;" and then the entries, oldest first, each
+// logEntry digits: the µs it leaves the window (its admission's µs plus
+// W; admissions at one µs share an entry) and the running total of the
+// cost through it modulo 2^32; te is the latest µs the log has seen (its
+// clock: a request read earlier, a server clock stepped back, is decided
+// at te, where the log counts at least as much), base the running total
+// before the first entry. The entries are fixed-width, so that the script
+// finds the first entry still in the window, and the entry a retry waits
+// for, by binary search, and appends without parsing the rest.
+//
+// A request at now is decided at te' = max(te, now): the entries that
+// left by te' are dropped, used is the cost of the others, and a spend of
+// c is allowed iff used + c ≤ N; it adds an entry leaving at te' + W (or
+// adds to the newest, if it leaves as late). A refund takes its cost off
+// the newest entries. The key is written (with PX at the newest entry's
+// exit, rounded up to a whole ms, or the least TTL if longer) by an
+// allowed spend, a refund of a key that exists, and a spend that carried
+// or healed the value; a denied spend and a peek write nothing.
+//
+// A value of another policy's log ("~W':N':...") is carried as
+// rules.Rules.Carry carries a log into a log: its cost in the window at
+// te', capped at N, as one entry leaving W − W' after its newest entry. A
+// value of the token-bucket script (a string of digits, ':', ',' and '/':
+// another policy of the key, or a tier) is read as full debt: N admitted
+// at now, leaving at the later of now + W and the key's expiry, the time
+// at which the other script's state is full again, so that no request is
+// admitted that the old state would have refused before then. A value of
+// neither form, or a key of another type (WRONGTYPE), is malformed: read
+// as N admitted at now (a full log, which never admits more than the
+// limit), replaced by a spend or a refund.
+//
+// It returns {denied, malformed, te' − now, used, full − now, retry −
+// now}: 0 if a spend was denied (-1 otherwise), 1 if the value was
+// malformed, and the summary rules.Rules reads (see internal/rules'
+// log.go), relative to now, in µs: the clock, the cost in the window,
+// the µs from which the log is empty (the later of its newest exit and
+// te'), and the earliest µs at which the request (of a spend's cost, 1
+// for a peek or a refund) fits.
+const logSource = `
+local now
+if ARGV[1] == '-1' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+if now > 4503599627370496 then now = 4503599627370496 end
+local cost, W, N = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local P = 4294967296
+local v = redis.pcall('GET', KEYS[1])
+local te, base, body, bad, moved = now, 0, '', 0, false
+
+local function exit(b, k) return tonumber(string.sub(b, (k - 1) * 26 + 1, (k - 1) * 26 + 16)) end
+local function cum(b, k) return tonumber(string.sub(b, (k - 1) * 26 + 17, k * 26)) end
+local function entry(x, c) return string.format('%016d%010d', x, c) end
+-- the first entry of b (of n) leaving after t, n + 1 if none
+local function first(b, n, t)
+  local lo, hi = 1, n + 1
+  while lo < hi do
+    local m = math.floor((lo + hi) / 2)
+    if exit(b, m) > t then hi = m else lo = m + 1 end
+  end
+  return lo
+end
+-- drops the entries of b that left by t: returns the rest and its base
+local function advance(b, bs, t)
+  local n = #b / 26
+  local k = first(b, n, t)
+  if k > 1 then return string.sub(b, (k - 1) * 26 + 1), cum(b, k - 1) end
+  return b, bs
+end
+local function used(b, bs)
+  if #b == 0 then return 0 end
+  return (cum(b, #b / 26) - bs) % P
+end
+
+if type(v) == 'table' then
+  if string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then
+    return redis.error_reply(v.err or 'keyrate: GET failed')
+  end
+  bad = 1
+elseif v then
+  local w, n, t, b, e = string.match(v, '^~(%d+):(%d+):(%d+):(%d+);()')
+  if w and #w <= 16 and #n <= 6 and #t <= 16 and #b <= 10 then
+    w, n, t, b = tonumber(w), tonumber(n), tonumber(t), tonumber(b)
+    local rest = string.sub(v, e)
+    local k = #rest / 26
+    if w < 1 or n < 1 or t > 9007199254740992 or b >= P or #rest % 26 ~= 0 or k > n or not string.find(rest, '^%d*$')
+      or (k > 0 and (exit(rest, k) > 9007199254740992 or exit(rest, 1) > exit(rest, k) or used(rest, b) > n)) then
+      bad = 1
+    else
+      te = math.max(t, now)
+      rest, b = advance(rest, b, te)
+      if w == W and n == N then
+        body, base = rest, b
+      else
+        moved = true
+        local u = used(rest, b)
+        if u > 0 and exit(rest, #rest / 26) - w + W > te then
+          body = entry(exit(rest, #rest / 26) - w + W, math.min(u, N))
+        end
+      end
+    end
+  elseif string.find(v, '^[%d:,/]+$') then
+    moved = true
+    local ms = redis.call('PTTL', KEYS[1])
+    local x = now + W
+    if ms > 0 and now + ms * 1000 > x then x = now + ms * 1000 end
+    body = entry(math.min(x, 9007199254740992), N)
+  else
+    bad = 1
+  end
+end
+if bad == 1 then
+  te, base, body = now, 0, entry(now + W, N)
+end
+
+local n = #body / 26
+local u = used(body, base)
+local denied, write = -1, moved or bad == 1
+if cost > 0 then
+  if u + cost <= N then
+    local x = te + W
+    if n > 0 and exit(body, n) >= x then
+      body = string.sub(body, 1, (n - 1) * 26) .. entry(exit(body, n), (cum(body, n) + cost) % P)
+    else
+      body = body .. entry(x, ((n > 0 and cum(body, n) or base) + cost) % P)
+    end
+    u, write = u + cost, true
+  else
+    denied = 0
+  end
+elseif cost < 0 then
+  local c = -cost
+  while c > 0 and n > 0 do
+    local prev = n > 1 and cum(body, n - 1) or base
+    local e = (cum(body, n) - prev) % P
+    if e > c then
+      body = string.sub(body, 1, (n - 1) * 26) .. entry(exit(body, n), (cum(body, n) - c) % P)
+      break
+    end
+    body, n, c = string.sub(body, 1, (n - 1) * 26), n - 1, c - e
+  end
+  u, write = used(body, base), v ~= false
+else
+  write = false
+end
+n = #body / 26
+local full = te
+if n > 0 then full = math.max(te, exit(body, n)) end
+local c = cost > 0 and cost or 1
+local retry = te
+if u + c > N then
+  local need, lo, hi = u + c - N, 1, n
+  while lo < hi do
+    local m = math.floor((lo + hi) / 2)
+    if (cum(body, m) - base) % P >= need then hi = m else lo = m + 1 end
+  end
+  retry = exit(body, lo)
+end
+if write then
+  local us = full - now
+  local r = math.fmod(us, 1000)
+  local ttl = (us - r) / 1000
+  if r > 0 then ttl = ttl + 1 end
+  ttl = math.max(ttl, tonumber(ARGV[3]), 1)
+  redis.call('SET', KEYS[1], string.format('~%d:%d:%d:%d;', W, N, te, base) .. body, 'PX', string.format('%d', ttl))
+end
+return {denied, bad, te - now, u, full - now, retry - now}
+`
+
+// logScript is logSource with its SHA1.
+var logScript = redis.NewScript(logSource)
+
+// logSHA is logScript's SHA1, boxed once for every call.
+var logSHA any = logScript.Hash()
+
+// compileLog is compileUnits for a keyrate.SlidingLog limit, valid for
+// keyrate: the script counts time in whole µs, so Per must be one, and
+// it carries at most MaxLogRate entries.
+func compileLog(l keyrate.Limit) (units, error) {
+	if l.Per%time.Microsecond != 0 {
+		return units{}, fmt.Errorf("%w: %v window of %v: redisbucket needs a whole number of µs, the server clock's resolution",
+			keyrate.ErrInvalidLimit, l.Algorithm, l.Per)
+	}
+	if l.Rate > MaxLogRate {
+		return units{}, fmt.Errorf("%w: Rate %d is above the most of %d a %v limit can count in redisbucket (redisbucket.MaxLogRate)",
+			keyrate.ErrInvalidLimit, l.Rate, MaxLogRate, l.Algorithm)
+	}
+	return units{win: int64(l.Per / time.Microsecond), n: int64(l.Rate), alg: l.Algorithm}, nil
+}
+
+// readLog is read for a log policy's reply res: it writes the summary
+// into st (rules.LogWords states, in rules.Rule's ns ticks relative to a
+// reading of 0, which stands for the server's now).
+func (p *plan) readLog(res []int64, st []rules.State) (denied int, malformed bool, err error) {
+	if len(res) != 6 {
+		return 0, false, fmt.Errorf("script returned %d values, want 6", len(res))
+	}
+	u := p.units[0]
+	te, used, full, retry := res[2], res[3], res[4], res[5]
+	if res[0] < -1 || res[0] > 0 || res[1] < 0 || res[1] > 1 || te < 0 || used < 0 || used > u.n ||
+		full < te || retry < te || full > maxDebtMicros || retry > full {
+		return 0, false, fmt.Errorf("script returned %v, out of range", res)
+	}
+	const ns = int64(time.Microsecond)
+	st[0], st[1], st[2], st[3] = rules.State(te*ns), rules.State(used), rules.State(full*ns), rules.State(retry*ns)
+	return int(res[0]), res[1] == 1, nil
+}
