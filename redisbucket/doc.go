@@ -111,6 +111,49 @@
 // keyrate.ErrUnsupportedAlgorithm under such a policy: the script reserves under
 // token buckets only.
 //
+// # The sliding-window log
+//
+// A keyrate.SlidingLog limit (exact: at most N admitted in any interval of
+// length W; the only window of its policy) runs in a second script, one
+// call per decision on the server's TIME, with the same decisions as the
+// in-process log (mutexbucket, striped: Allowed, Remaining, RetryAfter,
+// ResetAfter) for time moving forward. The key holds the log as a packed
+// string, "~W:N:te:base;" and 26 bytes an entry (the µs it leaves the
+// window and a running total of the cost, fixed-width so that the script
+// finds the window's first entry and a retry's entry by binary search):
+// one entry per µs that admitted within the window, so at most N entries.
+// The script reads and writes the whole string on a spend, so a key's
+// memory (26·N bytes at most) and each call's server time grow with N:
+// New and SetPolicy accept N up to MaxLogRate (1024: 26 KiB for a full
+// log, and about 131µs of server time a call on one, measured: see
+// MaxLogRate), below the in-process stores' keyrate.MaxLogRate. W must be
+// a whole number of µs. The key expires when its newest entry leaves the
+// window (rounded up to a whole ms); a denied spend and a Peek write
+// nothing. A refund takes its cost off the newest entries still in the
+// window, as in process.
+//
+// A change of policy between a log and any other (SetPolicy, tiers,
+// WithPolicyFunc) never admits more than the old state allowed: the log
+// script reads a value of the token-bucket script as full debt, N
+// admitted at now leaving at the later of now + W and the key's expiry
+// (the instant the old state is full again under the server's clock; an
+// hour at least under WithTimeSource), and the token-bucket script reads
+// a log's value as its cost (at most N) owed in window 0's tokens from
+// now, its other windows full, as keyrate's carry does; a log carried into
+// a log of other limits keeps the cost in its window, capped at the new
+// N, on its newest entry, as keyrate's carry does. Neither counts as
+// malformed. A key of another type (WRONGTYPE) or a string of neither
+// form, or a log value out of range (its total above N, entries out of
+// order at its ends, a length not a whole number of entries), is
+// malformed: read as N admitted at now, counted and reported as for the
+// other algorithms, and replaced by a spend or a refund.
+//
+// The deny cache is bypassed for a log's keys (a log's summary cannot
+// say when it admits again without the log), as are leases; Reserve and
+// Wait return an error wrapping keyrate.ErrUnsupportedAlgorithm, as in
+// process. FallbackLocal's store (atomicbucket) refuses a log, so New
+// refuses FallbackLocal with a log policy.
+//
 // # Waiting
 //
 // The Store is a keyrate.WaitLimiter: Reserve, ReserveTier and Wait (and

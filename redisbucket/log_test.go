@@ -372,7 +372,8 @@ func TestLogSetPolicy(t *testing.T) {
 }
 
 // TestLogMalformed: a log key holding a value no Store writes (another
-// program's string, a log value out of range, another type: WRONGTYPE)
+// program's string, a log value out of range or with an entry not a
+// number, another type: WRONGTYPE)
 // is answered as a full log at now: denied with no error, counted in
 // Stats.Malformed, and replaced by a spend with that full log, which has
 // left the window W later. A peek writes nothing.
@@ -382,7 +383,8 @@ func TestLogMalformed(t *testing.T) {
 	entry := "00000000000000010000000001"
 	for _, bad := range []string{"junk", "~1000000:4:5:0;" + entry[:25], "~1000000:4:5:0;x" + entry[1:],
 		"~1000000:4:5:0;" + strings.Repeat(entry, 5), "~1000000:4:5:0;00000000000000010000000005",
-		"~1000000:4:5:0;99999999999999990000000001", "list", "hash"} {
+		"~1000000:4:5:0;99999999999999990000000001", "list", "hash",
+		"~1000000:4:5:0;" + entry + "00000000000000x10000000002" + "90000000000000000000000003"} { // a bad entry inside: found by the search
 		t.Run("value="+bad, func(t *testing.T) {
 			clk := clock.NewManual(start)
 			prefix := uniquePrefix(t)

@@ -148,6 +148,14 @@ const (
 // window algorithm's window whose value is missing or under its
 // descriptor.
 //
+// A value of logScript's (a keyrate.SlidingLog policy's, "~W:N:te:base;"
+// and its entries: see logSource) found under another policy is carried
+// as rules.Rules.Carry carries a log: window 0 owes the cost of its
+// entries (the running total of the newest less base, at most N; none if
+// the newest has left the window by now) in tokens from now, as
+// a token bucket's debt or a window's count; the other windows are full.
+// It is not malformed.
+//
 // Numbers go to redis.call through string.format('%d'), which is exact
 // for integers below 2^63 (a cast to a C long) and cheaper than '%.0f',
 // never through Lua's number-to-string conversion (14 significant

@@ -41,8 +41,9 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 //
 // It returns the errors of AllowNContext, and one wrapping
 // keyrate.ErrUnsupportedAlgorithm, sending nothing, under a policy with a window
-// algorithm (keyrate.FixedWindow, SlidingWindow), which the script does
-// not reserve under. If Redis fails to answer within
+// algorithm (keyrate.FixedWindow, SlidingWindow) or a keyrate.SlidingLog,
+// which the scripts do not reserve under (nor do the in-process stores
+// under a log). If Redis fails to answer within
 // the timeout, the failure policy answers (see FailurePolicy): FailClosed
 // returns an error wrapping ErrUnavailable, FailOpen an OK Reservation
 // with no delay, and FallbackLocal the fallback store's reservation (whose
