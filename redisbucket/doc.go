@@ -133,16 +133,19 @@
 // window, as in process.
 //
 // A change of policy between a log and any other (SetPolicy, tiers,
-// WithPolicyFunc) never admits more than the old state allowed: the log
-// script reads a value of the token-bucket script as full debt, N
-// admitted at now leaving at the later of now + W and the key's expiry
-// (the instant the old state is full again under the server's clock; an
-// hour at least under WithTimeSource), and the token-bucket script reads
-// a log's value as its cost (at most N) owed in window 0's tokens from
-// now, its other windows full, as keyrate's carry does; a log carried into
-// a log of other limits keeps the cost in its window, capped at the new
-// N, on its newest entry, as keyrate's carry does. Neither counts as
-// malformed. A key of another type (WRONGTYPE) or a string of neither
+// WithPolicyFunc) never admits more than the old state allowed, and
+// carries the key as keyrate's carry does: the log script reads a value
+// whose window 0 is a token bucket as that window's debt in tokens
+// (whole, above N if it owed more: a bucket's reservations), one entry
+// leaving at the later of now + W and the instant the window is full;
+// the token-bucket script reads a log's value as its cost (whole) owed in
+// window 0's tokens from now, its other windows full; a log carried into
+// a log of other limits keeps the cost in its window, whole, on its
+// newest entry. One departure: a value whose window 0 is a fixed or
+// sliding window is read by the log script as full debt, N admitted at
+// now leaving at the later of now + W and the key's expiry (the instant
+// that state is full again on the server's clock; an hour at least under
+// WithTimeSource). Neither counts as malformed. A key of another type (WRONGTYPE) or a string of neither
 // form, or a log value out of range (its total above N, entries out of
 // order at its ends, a length not a whole number of entries), is
 // malformed: read as N admitted at now, counted and reported as for the

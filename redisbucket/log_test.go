@@ -275,9 +275,9 @@ func TestLogExpiry(t *testing.T) {
 // fixed window (SetPolicy, tiers), or between two logs, never admits
 // more than the state it held allowed: the other script reads a log's
 // value as the cost in it owed in tokens (window 0), and the log script
-// reads the other's value as a full log until the later of W and the
-// key's expiry (when the old state is full); a log carried into a
-// smaller log keeps its cost, capped. Neither counts as malformed.
+// reads a token bucket's as its debt owed until it is full (window 0), a
+// window's as a full log until the key's expiry; a log carried into a
+// smaller log keeps its cost whole. Neither counts as malformed.
 func TestLogPolicyChange(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
@@ -298,21 +298,27 @@ func TestLogPolicyChange(t *testing.T) {
 		// A log spent full; a token bucket of 4 a second owes 4 tokens: none
 		// at once, one after 250ms.
 		{"log to bucket", []step{{0, "log", 4, true}, {0, "bucket", 1, false}, {249 * time.Millisecond, "bucket", 1, false}, {250 * time.Millisecond, "bucket", 1, true}}},
-		// A bucket spent empty: the log is full until the bucket is full
-		// again (the key's expiry: an hour under a time source), whatever W.
-		{"bucket to log", []step{{0, "bucket", 4, true}, {0, "log", 1, false}, {2 * time.Second, "log", 1, false}, {time.Hour + time.Second, "log", 4, true}}},
+		// A bucket spent empty: the log owes its 4 tokens until the bucket
+		// would be full again, at 1s.
+		{"bucket to log", []step{{0, "bucket", 4, true}, {0, "log", 1, false}, {time.Second - time.Microsecond, "log", 1, false}, {time.Second, "log", 4, true}}},
+		// A bucket owing 2 of 4: the log counts 2 until 500ms.
+		{"half bucket to log", []step{{0, "bucket", 2, true}, {0, "log", 3, false}, {0, "log", 2, true}, {time.Second - time.Microsecond, "log", 1, false}, {time.Second, "log", 2, true}}},
+		// A fixed window's value: the log is full until the key's expiry (an
+		// hour under a time source).
+		{"fixed to log", []step{{0, "fixed", 1, true}, {0, "log", 1, false}, {2 * time.Second, "log", 1, false}, {time.Hour + time.Second, "log", 4, true}}},
 		// A log of 3 spent; a fixed window of 4 owes 3 in now's window.
 		{"log to fixed", []step{{0, "log", 3, true}, {0, "fixed", 2, false}, {0, "fixed", 1, true}, {time.Second, "fixed", 4, true}}},
 		// A log of 3 spent at 0 and 1 at 500ms; a log of 2 per 2s keeps the
-		// 4 in the window, capped at 2, on the newest entry, which leaves at
+		// 4 in the window, whole, on the newest entry, which leaves at
 		// 500ms + 2s. At 1s the entries of 0 have left: 1 is carried.
 		{"log to smaller log", []step{{0, "log", 3, true}, {500 * time.Millisecond, "log", 1, true}, {999 * time.Millisecond, "small", 1, false},
 			{2500*time.Millisecond - time.Microsecond, "small", 1, false}, {2500 * time.Millisecond, "small", 2, true}}},
 		{"log to smaller log later", []step{{0, "log", 3, true}, {500 * time.Millisecond, "log", 1, true}, {time.Second, "small", 1, true},
 			{time.Second, "small", 1, false}}},
-		// A log carried to a smaller one and back keeps the capped cost (as
-		// in process), on the newest entry: 2 of 4 until W.
-		{"log to small and back", []step{{0, "log", 4, true}, {0, "small", 1, false}, {0, "log", 3, false}, {0, "log", 2, true},
+		// A log carried to a smaller one and back keeps its cost whole (as
+		// in process), on the newest entry: 5 → 3 → 5 admits nothing more
+		// until the entry leaves.
+		{"log to small and back", []step{{0, "log", 4, true}, {0, "small", 1, false}, {0, "log", 1, false},
 			{time.Second - time.Microsecond, "log", 1, false}, {time.Second, "log", 4, true}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -339,9 +345,42 @@ func TestLogPolicyChange(t *testing.T) {
 	}
 }
 
+// TestLogCarriesReservedDebt: a token bucket of 5 an hour with 10
+// reserved (its debt 2h, past its burst) moved to a log of 5 an hour and
+// back owes all 10 again: the bucket admits nothing until 1h12m (the log
+// kept the debt whole, above its N, as keyrate's carry does).
+func TestLogCarriesReservedDebt(t *testing.T) {
+	srv := server(t)
+	clk := clock.NewManual(start)
+	s := mustNew(t, newClient(t, srv.Addr()), keyrate.PerHour(5), redisbucket.WithTimeSource(clk), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), keyrate.WithPolicies(keyrate.Policy{Name: "log", Limits: []keyrate.Limit{logLimit(5, time.Hour)}}))
+	if _, err := s.Reserve("k", 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Reserve("k", 5, 2*time.Hour); err != nil || r.Delay() != time.Hour {
+		t.Fatalf("Reserve(5) = %+v, %v; want a slot an hour away", r, err)
+	}
+	logTier, err := s.Tier("log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.AllowTier("k", logTier, 1); err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter != 2*time.Hour {
+		t.Fatalf("the log after 10 reserved: %+v, %v; want denied, none remaining, retry after 2h", d, err)
+	}
+	for _, c := range []struct {
+		at      time.Duration
+		allowed bool
+	}{{0, false}, {time.Hour + 12*time.Minute - time.Microsecond, false}, {time.Hour + 12*time.Minute, true}} {
+		clk.Set(start + c.at)
+		if d, err := s.AllowN("k", 1); err != nil || d.Allowed != c.allowed {
+			t.Fatalf("the bucket back at +%v: %+v, %v; want allowed %v", c.at, d, err, c.allowed)
+		}
+	}
+}
+
 // TestLogSetPolicy: SetPolicy from a token bucket to a log and back on a
 // key in use, on the server's clock: the log finds the bucket's value and
-// admits nothing until it is full again; the bucket finds the log's and
+// counts its debt until it is full again; the bucket finds the log's and
 // owes its cost.
 func TestLogSetPolicy(t *testing.T) {
 	srv := server(t)
@@ -353,9 +392,12 @@ func TestLogSetPolicy(t *testing.T) {
 	if err := s.SetPolicy(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{logLimit(10, time.Second)}}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := s.AllowN("k", 1)
-	if err != nil || d.Allowed || d.RetryAfter < 59*time.Second {
-		t.Fatalf("the log after an emptied bucket of 3 a minute: %+v, %v; want denied for about a minute", d, err)
+	d, err := s.AllowN("k", 8)
+	if err != nil || d.Allowed || d.Remaining != 7 || d.RetryAfter < 59*time.Second {
+		t.Fatalf("the log after an emptied bucket of 3 a minute: AllowN(8) = %+v, %v; want denied, 7 remaining, for about a minute", d, err)
+	}
+	if d, err := s.AllowN("k", 7); err != nil || !d.Allowed {
+		t.Fatalf("the log after an emptied bucket of 3 a minute: AllowN(7) = %+v, %v; want allowed", d, err)
 	}
 	if d, _ := s.AllowN("other", 10); !d.Allowed {
 		t.Fatal("a new key under the log was denied 10")
@@ -382,7 +424,7 @@ func TestLogMalformed(t *testing.T) {
 	client := newClient(t, srv.Addr())
 	entry := "00000000000000010000000001"
 	for _, bad := range []string{"junk", "~1000000:4:5:0;" + entry[:25], "~1000000:4:5:0;x" + entry[1:],
-		"~1000000:4:5:0;" + strings.Repeat(entry, 5), "~1000000:4:5:0;00000000000000010000000005",
+		"~1000000:4:5:0;" + strings.Repeat(entry, 5), "~1000000:4:5:0;00000000000000013000000000",
 		"~1000000:4:5:0;99999999999999990000000001", "list", "hash",
 		"~1000000:4:5:0;" + entry + "00000000000000x10000000002" + "90000000000000000000000003"} { // a bad entry inside: found by the search
 		t.Run("value="+bad, func(t *testing.T) {

@@ -22,6 +22,11 @@ import (
 // bound, is larger.
 const MaxLogRate = 1024
 
+// maxLogDebt is the most cost a log carries (a debt carried from another
+// policy, kept whole as keyrate's carry keeps it): its total counts mod
+// 2^32.
+const maxLogDebt = 1 << 31
+
 // logEntry is the length of an entry of a log's value: its exit in µs in
 // 16 digits, then the running total of the cost through it, modulo 2^32,
 // in 10.
@@ -34,7 +39,8 @@ const logEntry = 26
 //
 // KEYS[1] is the bucket's key. ARGV: now in µs (-1: the server's TIME),
 // the cost (0: peek, which writes nothing; below 0: a refund of −cost),
-// the least TTL in ms, the window W in µs and the limit N.
+// the least TTL in ms, the window W in µs, the limit N, and the store's
+// base descriptor (see gcraSource).
 //
 // The value is "~W:N:te:base;" and then the entries, oldest first, each
 // logEntry digits: the µs it leaves the window (its admission's µs plus
@@ -57,12 +63,18 @@ const logEntry = 26
 //
 // A value of another policy's log ("~W':N':...") is carried as
 // rules.Rules.Carry carries a log into a log: its cost in the window at
-// te', capped at N, as one entry leaving W − W' after its newest entry. A
-// value of the token-bucket script (a string of digits, ':', ',' and '/':
-// another policy of the key, or a tier) is read as full debt: N admitted
-// at now, leaving at the later of now + W and the key's expiry, the time
-// at which the other script's state is full again, so that no request is
-// admitted that the old state would have refused before then. A value of
+// te', whole (above N if N is smaller, up to 2^31), as one entry leaving
+// W − W' after its newest entry. A value of the token-bucket script (a
+// string of digits, ':', ',' and '/': another policy of the key, or a
+// tier) whose window 0 is a token bucket (its descriptor in the value, or
+// ARGV[6], the store's base descriptor, for an "a:b" value) is carried as
+// keyrate carries a window into a log: window 0's debt in tokens, rounded
+// up, whole (up to 2^31), as one entry leaving at the later of now + W and
+// its TAT, rounded up to a µs. One whose window 0 is a window algorithm's
+// is read as full debt: N admitted at now, leaving at the later of now + W
+// and the key's expiry, the instant the other script's state is full
+// again. Either way no request is admitted that the old state would have
+// refused before then. A value of
 // neither form, a log value out of range (a total above N, its first and
 // last entries out of order, a length not a whole number of entries, an
 // entry the script reads that is not a whole number: the script runs
@@ -137,7 +149,7 @@ elseif v then
     local rest = string.sub(v, e)
     local k = #rest / 26
     if w < 1 or n < 1 or t > 9007199254740992 or b >= P or #rest % 26 ~= 0 or k > n
-      or (k > 0 and (exit(rest, k) > 9007199254740992 or exit(rest, 1) > exit(rest, k) or used(rest, b) > n)) then
+      or (k > 0 and (exit(rest, k) > 9007199254740992 or exit(rest, 1) > exit(rest, k) or used(rest, b) > 2147483648)) then
       bad = 1
     else
       te = math.max(t, now)
@@ -148,16 +160,34 @@ elseif v then
         moved = true
         local u = used(rest, b)
         if u > 0 and exit(rest, #rest / 26) - w + W > te then
-          body = entry(exit(rest, #rest / 26) - w + W, math.min(u, N))
+          body = entry(exit(rest, #rest / 26) - w + W, u)
         end
       end
     end
   elseif string.find(v, '^[%d:,/]+$') then
     moved = true
-    local ms = redis.call('PTTL', KEYS[1])
-    local x = now + W
-    if ms > 0 and now + ms * 1000 > x then x = now + ms * 1000 end
-    body = entry(math.min(x, 9007199254740992), N)
+    local desc, st = ARGV[6], v
+    local slash = string.find(v, '/', 1, true)
+    if slash then desc, st = string.sub(v, 1, slash - 1), string.sub(v, slash + 1) end
+    local K, I = string.match(desc, '^(%d+):(%d+):')
+    local a, b = string.match(st, '^(%d+):(%d+)')
+    K, I, a, b = tonumber(K), tonumber(I), tonumber(a), tonumber(b)
+    if K and I and a and b and K > 0 and I > 0 and #desc <= 200 and a <= 9007199254740992 then
+      -- window 0 a token bucket: its debt in tokens until its TAT
+      local x, d = a, 0
+      if b > 0 then x = a + 1 end
+      if a > now or (a == now and b > 0) then
+        d = 2147483648
+        if (a - now) * K < 4503599627370496 then d = math.min(math.ceil(((a - now) * K + b) / I), d) end
+      end
+      if d > 0 then body = entry(math.max(x, now + W), d) end
+    else
+      -- window 0 a window algorithm's: N until the key's expiry
+      local ms = redis.call('PTTL', KEYS[1])
+      local x = now + W
+      if ms > 0 and now + ms * 1000 > x then x = now + ms * 1000 end
+      body = entry(math.min(x, 9007199254740992), N)
+    end
   else
     bad = 1
   end
@@ -254,9 +284,8 @@ func (p *plan) readLog(res []int64, st []rules.State) (denied int, malformed boo
 	if len(res) != 6 {
 		return 0, false, fmt.Errorf("script returned %d values, want 6", len(res))
 	}
-	u := p.units[0]
 	te, used, full, retry := res[2], res[3], res[4], res[5]
-	if res[0] < -1 || res[0] > 0 || res[1] < 0 || res[1] > 1 || te < 0 || used < 0 || used > u.n ||
+	if res[0] < -1 || res[0] > 0 || res[1] < 0 || res[1] > 1 || te < 0 || used < 0 || used > maxLogDebt ||
 		full < te || retry < te || full > maxDebtMicros || retry > full {
 		return 0, false, fmt.Errorf("script returned %v, out of range", res)
 	}

@@ -151,8 +151,8 @@ const (
 // A value of logScript's (a keyrate.SlidingLog policy's, "~W:N:te:base;"
 // and its entries: see logSource) found under another policy is carried
 // as rules.Rules.Carry carries a log: window 0 owes the cost of its
-// entries (the running total of the newest less base, at most N; none if
-// the newest has left the window by now) in tokens from now, as
+// entries (the running total of the newest less base, whole; none if the
+// newest has left the window by now) in tokens from now, as
 // a token bucket's debt or a window's count; the other windows are full.
 // It is not malformed.
 //
@@ -417,7 +417,7 @@ elseif v and string.byte(v, 1) == 126 then
     local k = #rest - 25
     local x, c = tonumber(string.sub(rest, k, k + 15)), tonumber(string.sub(rest, k + 16))
     if #rest > 0 and x > now then
-      local o, s = {1, 1, 1, 1}, {math.min((c - tonumber(b)) % 4294967296, tonumber(N)), 0, 0}
+      local o, s = {1, 1, 1, 1}, {(c - tonumber(b)) % 4294967296, 0, 0}
       D[1] = W[1][1] > 0 and carry(o, s, W[1]) or wcarry(o, s, W[1])
     end
   end

@@ -620,7 +620,7 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 	bp := argPool.Get().(*[]any)
 	if p.log {
 		args := append((*bp)[:0], "evalsha", logSHA, "1", rkey, now, cost, minTTL)
-		return call(ctx, s.client, bp, append(args, p.args...), logSource)
+		return call(ctx, s.client, bp, append(append(args, p.args...), s.baseArg), logSource)
 	}
 	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL)
 	if !p.short || mode != "" {
