@@ -214,3 +214,28 @@ func ExampleWithFallbackNodes() {
 	// true 8 per 4m0s, burst 2 <nil>
 	// false 8 per 4m0s, burst 2 <nil>
 }
+
+// A keyrate.SlidingLog limit admits at most N in any window of length W,
+// here 3 a second; redisbucket accepts N up to MaxLogRate. Reserve and
+// Wait are refused under a log, as in process, sending nothing; with
+// nothing listening on port 1, FailClosed denies until a whole window
+// could have passed.
+func ExampleMaxLogRate() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	_, err := redisbucket.New(client, keyrate.Limit{Rate: redisbucket.MaxLogRate + 1, Per: time.Second}.Using(keyrate.SlidingLog))
+	fmt.Println(errors.Is(err, keyrate.ErrInvalidLimit))
+	limiter, err := redisbucket.New(client, keyrate.Limit{Rate: 3, Per: time.Second}.Using(keyrate.SlidingLog),
+		redisbucket.WithEvictionAllowed(), redisbucket.WithTimeout(20*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	_, err = limiter.Reserve("alice", 1, time.Second)
+	fmt.Println(errors.Is(err, keyrate.ErrUnsupportedAlgorithm))
+	d, err := limiter.AllowN("alice", 1)
+	fmt.Println(d.Allowed, d.Remaining, d.RetryAfter, errors.Is(err, redisbucket.ErrUnavailable))
+	// Output:
+	// true
+	// true
+	// false 0 1s true
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,6 +377,40 @@ func TestLogCarriesReservedDebt(t *testing.T) {
 			t.Fatalf("the bucket back at +%v: %+v, %v; want allowed %v", c.at, d, err, c.allowed)
 		}
 	}
+}
+
+// TestLogPolicyFunc: a key that WithPolicyFunc moves from a token bucket
+// of 4 a second, spent empty, to a log of 4 a second, and back: the log
+// counts the bucket's 4 until it would be full (1s), and the bucket then
+// owes the log's 4.
+func TestLogPolicyFunc(t *testing.T) {
+	srv := server(t)
+	clk := clock.NewManual(start)
+	var useLog atomic.Bool
+	s := mustNew(t, newClient(t, srv.Addr()), keyrate.PerSecond(4), redisbucket.WithTimeSource(clk), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), keyrate.WithPolicies(keyrate.Policy{Name: "log", Limits: []keyrate.Limit{logLimit(4, time.Second)}}),
+		keyrate.WithPolicyFunc(func(string) string {
+			if useLog.Load() {
+				return "log"
+			}
+			return ""
+		}))
+	step := func(at time.Duration, cost int, allowed bool, policy string) {
+		t.Helper()
+		clk.Set(start + at)
+		if d, err := s.AllowN("k", cost); err != nil || d.Allowed != allowed || d.Policy != policy {
+			t.Fatalf("AllowN(%d) at +%v = %+v, %v; want allowed %v under %q", cost, at, d, err, allowed, policy)
+		}
+	}
+	step(0, 4, true, keyrate.DefaultPolicy)
+	useLog.Store(true)
+	step(0, 1, false, "log")
+	step(time.Second-time.Microsecond, 1, false, "log")
+	step(time.Second, 4, true, "log")
+	useLog.Store(false)
+	step(time.Second, 1, false, keyrate.DefaultPolicy)
+	step(2*time.Second-time.Microsecond, 4, false, keyrate.DefaultPolicy)
+	step(2*time.Second, 4, true, keyrate.DefaultPolicy)
 }
 
 // TestLogSetPolicy: SetPolicy from a token bucket to a log and back on a
