@@ -10,7 +10,7 @@ import (
 	"github.com/keyrate/keyrate"
 )
 
-// A call is one EVALSHA of gcraScript, sent as a redis.IntSliceCmd through
+// A call is one EVALSHA of gcraScript (logScript for a log policy), sent as a redis.IntSliceCmd through
 // the client's Process: the reply's integers are read straight into an
 // []int64, with none of redis.Script.Run's boxing of each one into an
 // interface, and the arguments are built in a reused buffer of
@@ -37,8 +37,8 @@ var argPool = sync.Pool{New: func() any {
 // call sends args, a buffer from argPool that begins with "evalsha",
 // the script's SHA (scriptSHA or logSHA), "1" and the key, through c,
 // bounded by ctx; it sends them again as EVAL of the script's source src
-// if the server answers NOSCRIPT (which loads the script there). It returns the reply's integers, and the buffer
-// to the pool.
+// if the server answers NOSCRIPT (which loads the script there). It
+// returns the reply's integers, and the buffer to the pool.
 func call(ctx context.Context, c redis.UniversalClient, bp *[]any, args []any, src string) ([]int64, error) {
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3) // a Cluster's slot: no parsing of the arguments

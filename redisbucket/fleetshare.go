@@ -18,8 +18,10 @@ const MaxFallbackNodes = 1 << 16
 // window of every policy (the WithFallbackLimit limit included, and the
 // policies SetPolicy sets later) keeps its Rate but over n times its Per,
 // and gets a Burst of Burst/n, rounded down, but at least 1; a window
-// algorithm's window (keyrate.FixedWindow, SlidingWindow, SlidingLog) keeps its Per
-// and counts Rate/n, rounded down, but at least 1. Give it the
+// algorithm's window (keyrate.FixedWindow, SlidingWindow, SlidingLog)
+// keeps its Per and counts Rate/n, rounded down, but at least 1 (the
+// fallback store, atomicbucket, refuses a log, so New refuses
+// FallbackLocal under a log policy). Give it the
 // number of processes that share the Redis buckets. New returns an error
 // wrapping keyrate.ErrInvalidOption for n out of 1 to MaxFallbackNodes or
 // a failure policy other than FallbackLocal, and one wrapping

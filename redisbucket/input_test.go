@@ -42,6 +42,8 @@ func TestNewErrors(t *testing.T) {
 		{"fill beyond 2^52µs", good, keyrate.Every(24 * time.Hour).WithBurst(53_000), nil, keyrate.ErrInvalidLimit, "Burst 53000 takes too long to fill at 1 per 24h0m0s for redisbucket: the most is 52124"},
 		{"sliding log above redisbucket.MaxLogRate", good, keyrate.Limit{Rate: redisbucket.MaxLogRate + 1, Per: time.Second}.Using(keyrate.SlidingLog), nil, keyrate.ErrInvalidLimit, "Rate 1025 is above the most of 1024 a sliding-log limit can count in redisbucket"},
 		{"sliding log of a fraction of a µs", good, keyrate.Limit{Rate: 10, Per: 1500 * time.Nanosecond}.Using(keyrate.SlidingLog), nil, keyrate.ErrInvalidLimit, "sliding-log window of 1.5µs: redisbucket needs a whole number of µs"},
+		{"FallbackLocal under a log", good, keyrate.Limit{Rate: 3, Per: time.Second}.Using(keyrate.SlidingLog), []keyrate.Option{redisbucket.WithFailurePolicy(redisbucket.FallbackLocal)},
+			keyrate.ErrUnsupportedAlgorithm, "atomicbucket cannot carry policy \"default\"'s sliding-log window"},
 		{"sliding log beside another window", good, keyrate.PerSecond(1), []keyrate.Option{keyrate.WithPolicies(keyrate.Policy{Name: "l", Limits: []keyrate.Limit{
 			keyrate.Limit{Rate: 10, Per: time.Second}.Using(keyrate.SlidingLog), keyrate.PerMinute(100)}})}, keyrate.ErrInvalidPolicy, "sliding-log"},
 		{"window of a fraction of a µs", good, keyrate.Limit{Rate: 10, Per: 1500 * time.Nanosecond}.Using(keyrate.FixedWindow), nil, keyrate.ErrInvalidLimit, "fixed-window window of 1.5µs: redisbucket needs a whole number of µs"},

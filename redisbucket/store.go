@@ -109,8 +109,9 @@ var (
 // below 1µs, a fill time beyond 2^52 ticks of 1/k µs (142 years at k = 1),
 // a window algorithm's window (keyrate.Limit.Using) that is not a whole
 // number of µs, a sliding window whose Rate times its length in µs
-// exceeds 2^53, or a keyrate.SlidingLog limit whose window is not a whole
-// number of µs or whose Rate is above MaxLogRate; and one wrapping keyrate.ErrInvalidPolicy (and
+// exceeds 2^53, or a keyrate.SlidingLog limit whose window is not a
+// whole number of µs or whose Rate is above MaxLogRate; and one wrapping
+// keyrate.ErrInvalidPolicy (and
 // ErrInvalidLimit) for a policy out of range, with a window out of the
 // script's range, or with window algorithms whose lengths have no common
 // multiple within a year (see the package documentation). It
