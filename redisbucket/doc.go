@@ -125,7 +125,7 @@
 // The script reads and writes the whole string on a spend, so a key's
 // memory (26·N bytes at most) and each call's server time grow with N:
 // New and SetPolicy accept N up to MaxLogRate (1024: 26 KiB for a full
-// log, and about 131µs of server time a call on one, measured: see
+// log, and 64µs to 250µs of server time a call on one, measured: see
 // MaxLogRate), below the in-process stores' keyrate.MaxLogRate. W must be
 // a whole number of µs. The key expires when its newest entry leaves the
 // window (rounded up to a whole ms); a denied spend and a Peek write

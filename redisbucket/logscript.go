@@ -14,12 +14,13 @@ import (
 // and SetPolicy accept: the script reads and writes a key's whole log on
 // each spend (26 bytes an entry, one entry per µs that admitted within the
 // window), so a log's memory and the server time of each call grow with
-// N (the reads and copies of the string, Redis's GET reply included): a
-// full log is 26·N bytes, 26 KiB at 1024, and a call on a full log took
-// about 21µs of server time at N = 16 and 131µs at N = 1024 (INFO
-// commandstats, Redis 7.0 on a loaded 2-core VM), time during which the
-// server serves no other key. keyrate.MaxLogRate, the in-process stores'
-// bound, is larger.
+// N (Redis's GET of the string, and its copies when it is written): a
+// full log is 26·N bytes, 26 KiB at 1024. A call on a full log took about
+// 20–30µs of server time at N = 16; at N = 1024, 64µs when denied (the GET
+// alone) and 250µs when it admitted (one entry leaving, one coming, the
+// string written), by INFO commandstats, Redis 7.0 on a loaded 2-core VM:
+// time during which the server serves no other key. keyrate.MaxLogRate,
+// the in-process stores' bound, is larger.
 const MaxLogRate = 1024
 
 // maxLogDebt is the most cost a log carries (a debt carried from another
@@ -50,7 +51,9 @@ const logEntry = 26
 // at te, where the log counts at least as much), base the running total
 // before the first entry. The entries are fixed-width, so that the script
 // finds the first entry still in the window, and the entry a retry waits
-// for, by binary search, and appends without parsing the rest.
+// for, by binary search, drops the entries that left by moving an offset,
+// and appends without parsing the rest: a denied spend or a peek copies
+// nothing beyond Redis's reply.
 //
 // A request at now is decided at te' = max(te, now): the entries that
 // left by te' are dropped, used is the cost of the others, and a spend of
@@ -110,32 +113,33 @@ local function num(s)
   if not x or x < 0 or x ~= math.floor(x) then error('keyrate: malformed log') end
   return x
 end
-local function exit(b, k) return num(string.sub(b, (k - 1) * 26 + 1, (k - 1) * 26 + 16)) end
-local function cum(b, k) return num(string.sub(b, (k - 1) * 26 + 17, k * 26)) end
+-- The log being read: its entries are B's from byte O + 1 on, so that
+-- dropping the oldest moves O and copies nothing.
+local B, O = '', 0
+local function count() return (#B - O) / 26 end
+local function exit(k) return num(string.sub(B, O + (k - 1) * 26 + 1, O + (k - 1) * 26 + 16)) end
+local function cum(k) return num(string.sub(B, O + (k - 1) * 26 + 17, O + k * 26)) end
 local function entry(x, c) return string.format('%016d%010d', x, c) end
--- the first entry of b (of n) leaving after t, n + 1 if none
-local function first(b, n, t)
-  local lo, hi = 1, n + 1
+-- the entries but the newest k, copied
+local function keep(k) return string.sub(B, O + 1, O + (count() - k) * 26) end
+-- the first entry leaving after t, count() + 1 if none
+local function first(t)
+  local lo, hi = 1, count() + 1
   while lo < hi do
     local m = math.floor((lo + hi) / 2)
-    if exit(b, m) > t then hi = m else lo = m + 1 end
+    if exit(m) > t then hi = m else lo = m + 1 end
   end
   return lo
 end
--- drops the entries of b that left by t: returns the rest and its base
-local function advance(b, bs, t)
-  local n = #b / 26
-  local k = first(b, n, t)
-  if k > 1 then return string.sub(b, (k - 1) * 26 + 1), cum(b, k - 1) end
-  return b, bs
-end
-local function used(b, bs)
-  if #b == 0 then return 0 end
-  return (cum(b, #b / 26) - bs) % P
+local function used(bs)
+  local n = count()
+  if n == 0 then return 0 end
+  return (cum(n) - bs) % P
 end
 
 local function run(bad)
-local te, base, body, moved = now, 0, '', false
+local te, base, moved = now, 0, false
+B, O = '', 0
 if bad == 1 then
 elseif type(v) == 'table' then
   if string.sub(v.err or '', 1, 9) ~= 'WRONGTYPE' then
@@ -146,22 +150,23 @@ elseif v then
   local w, n, t, b, e = string.match(v, '^~(%d+):(%d+):(%d+):(%d+);()')
   if w and #w <= 16 and #n <= 6 and #t <= 16 and #b <= 10 then
     w, n, t, b = tonumber(w), tonumber(n), tonumber(t), tonumber(b)
-    local rest = string.sub(v, e)
-    local k = #rest / 26
-    if w < 1 or n < 1 or t > 9007199254740992 or b >= P or #rest % 26 ~= 0 or k > n
-      or (k > 0 and (exit(rest, k) > 9007199254740992 or exit(rest, 1) > exit(rest, k) or used(rest, b) > 2147483648)) then
+    B, O = v, e - 1
+    local k = count()
+    if w < 1 or n < 1 or t > 9007199254740992 or b >= P or (#B - O) % 26 ~= 0 or k > n
+      or (k > 0 and (exit(k) > 9007199254740992 or exit(1) > exit(k) or used(b) > 2147483648)) then
       bad = 1
     else
       te = math.max(t, now)
-      rest, b = advance(rest, b, te)
+      local f = first(te)
+      if f > 1 then b, O = cum(f - 1), O + (f - 1) * 26 end
       if w == W and n == N then
-        body, base = rest, b
+        base = b
       else
         moved = true
-        local u = used(rest, b)
-        if u > 0 and exit(rest, #rest / 26) - w + W > te then
-          body = entry(exit(rest, #rest / 26) - w + W, u)
-        end
+        local u, x = used(b), 0
+        if u > 0 then x = exit(count()) - w + W end
+        B, O = '', 0
+        if x > te then B = entry(x, u) end
       end
     end
   elseif string.find(v, '^[%d:,/]+$') then
@@ -180,64 +185,68 @@ elseif v then
         d = 2147483648
         if (a - now) * K < 4503599627370496 then d = math.min(math.ceil(((a - now) * K + b) / I), d) end
       end
-      if d > 0 then body = entry(math.max(x, now + W), d) end
+      if d > 0 then B = entry(math.max(x, now + W), d) end
     else
       -- window 0 a window algorithm's: N until the key's expiry
       local ms = redis.call('PTTL', KEYS[1])
       local x = now + W
       if ms > 0 and now + ms * 1000 > x then x = now + ms * 1000 end
-      body = entry(math.min(x, 9007199254740992), N)
+      B = entry(math.min(x, 9007199254740992), N)
     end
   else
     bad = 1
   end
 end
 if bad == 1 then
-  te, base, body = now, 0, entry(now + W, N)
+  te, base, B, O = now, 0, entry(now + W, N), 0
 end
 
-local n = #body / 26
-local u = used(body, base)
+local n = count()
+local u = used(base)
 local denied, write = -1, moved or bad == 1
 if cost > 0 then
   if u + cost <= N then
     local x = te + W
-    if n > 0 and exit(body, n) >= x then
-      body = string.sub(body, 1, (n - 1) * 26) .. entry(exit(body, n), (cum(body, n) + cost) % P)
+    if n > 0 and exit(n) >= x then
+      B = keep(1) .. entry(exit(n), (cum(n) + cost) % P)
     else
-      body = body .. entry(x, ((n > 0 and cum(body, n) or base) + cost) % P)
+      B = keep(0) .. entry(x, ((n > 0 and cum(n) or base) + cost) % P)
     end
-    u, write = u + cost, true
+    O, u, write = 0, u + cost, true
   else
     denied = 0
   end
 elseif cost < 0 then
-  local c = -cost
-  while c > 0 and n > 0 do
-    local prev = n > 1 and cum(body, n - 1) or base
-    local e = (cum(body, n) - prev) % P
+  local c, k = -cost, 0
+  local last = ''
+  while c > 0 and n - k > 0 do
+    local m = n - k
+    local prev = m > 1 and cum(m - 1) or base
+    local e = (cum(m) - prev) % P
     if e > c then
-      body = string.sub(body, 1, (n - 1) * 26) .. entry(exit(body, n), (cum(body, n) - c) % P)
+      last = entry(exit(m), (cum(m) - c) % P)
+      k = k + 1
       break
     end
-    body, n, c = string.sub(body, 1, (n - 1) * 26), n - 1, c - e
+    k, c = k + 1, c - e
   end
-  u, write = used(body, base), v ~= false
+  B, O = keep(k) .. last, 0
+  u, write = used(base), v ~= false
 else
   write = false
 end
-n = #body / 26
+n = count()
 local full = te
-if n > 0 then full = math.max(te, exit(body, n)) end
+if n > 0 then full = math.max(te, exit(n)) end
 local c = cost > 0 and cost or 1
 local retry = te
 if u + c > N then
   local need, lo, hi = u + c - N, 1, n
   while lo < hi do
     local m = math.floor((lo + hi) / 2)
-    if (cum(body, m) - base) % P >= need then hi = m else lo = m + 1 end
+    if (cum(m) - base) % P >= need then hi = m else lo = m + 1 end
   end
-  retry = exit(body, lo)
+  retry = exit(lo)
 end
 if write then
   local us = full - now
@@ -245,7 +254,7 @@ if write then
   local ttl = (us - r) / 1000
   if r > 0 then ttl = ttl + 1 end
   ttl = math.max(ttl, tonumber(ARGV[3]), 1)
-  redis.call('SET', KEYS[1], string.format('~%d:%d:%d:%d;', W, N, te, base) .. body, 'PX', string.format('%d', ttl))
+  redis.call('SET', KEYS[1], string.format('~%d:%d:%d:%d;', W, N, te, base) .. string.sub(B, O + 1), 'PX', string.format('%d', ttl))
 end
 return {denied, bad, te - now, u, full - now, retry - now}
 end
