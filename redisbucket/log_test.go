@@ -1,11 +1,14 @@
 package redisbucket_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,6 +182,71 @@ func TestLogFleetServerTime(t *testing.T) {
 			if got != int64(limit.Rate) {
 				t.Fatalf("the fleet admitted %d within %v of the server's clock, want exactly %d", got, after-before, limit.Rate)
 			}
+		})
+	}
+}
+
+// TestLogFleetSlidingServerTime: the fleet of TestLogFleet on the
+// server's clock for about a second under a log of 10 per 200ms, each
+// admission bracketed by the server's TIME read before and after its
+// call: no N + 1 admissions fit within W of the server's clock (those
+// whose brackets all lie within W, a sound check: it never fails a store
+// that holds the limit, however slow the machine), and the fleet admits
+// at least N.
+func TestLogFleetSlidingServerTime(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run("redis="+b.name, func(t *testing.T) {
+			limit := logLimit(10, 200*time.Millisecond)
+			timer := b.client(t)
+			type bracket struct{ before, after time.Duration }
+			var mu sync.Mutex
+			var admitted []bracket
+			now := func(ctx context.Context) (time.Duration, error) {
+				tm, err := timer.Time(ctx).Result()
+				return time.Duration(tm.UnixMicro()) * time.Microsecond, err
+			}
+			prefix := uniquePrefix(t)
+			fleet := make([]allowFunc, nodes)
+			for i := range fleet {
+				s := mustNew(t, b.client(t), limit, redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))
+				fleet[i] = func(ctx context.Context, key string, _ int) (bool, error) {
+					before, err := now(ctx)
+					if err != nil {
+						return false, err
+					}
+					d, err := s.AllowNContext(ctx, key, 1)
+					if err != nil || !d.Allowed {
+						return false, err
+					}
+					after, err := now(ctx)
+					if err != nil {
+						return false, err
+					}
+					mu.Lock()
+					admitted = append(admitted, bracket{before, after})
+					mu.Unlock()
+					return true, nil
+				}
+			}
+			begin := time.Now()
+			runFleet(t, fleet, "shared", func(call int) bool { return call > 0 && time.Since(begin) >= time.Second })
+			slices.SortFunc(admitted, func(x, y bracket) int { return cmp.Compare(x.before, y.before) })
+			for i, a := range admitted {
+				in := 0
+				for _, c := range admitted[i:] {
+					if c.after < a.before+limit.Per {
+						in++
+					}
+				}
+				if in > limit.Rate {
+					t.Fatalf("%d admissions within %v of the server's clock from %v, at most %d allowed", in, limit.Per, a.before, limit.Rate)
+				}
+			}
+			// Every goroutine calls at least once, and the first N calls fit.
+			if len(admitted) < limit.Rate {
+				t.Fatalf("admitted %d, fewer than %d", len(admitted), limit.Rate)
+			}
+			t.Logf("admitted %d over %v of the server's clock", len(admitted), admitted[len(admitted)-1].after-admitted[0].before)
 		})
 	}
 }
