@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,18 +10,8 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/grpclimit"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
-
-type eventLog struct {
-	mu     sync.Mutex
-	events []keyrate.Event
-}
-
-func (l *eventLog) Observe(e keyrate.Event) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-}
 
 // TestObserver: over a real gRPC server, one event per call: allowed,
 // denied, and a call without a key (ErrNoKey, which is
@@ -31,7 +20,7 @@ func (l *eventLog) Observe(e keyrate.Event) {
 func TestObserver(t *testing.T) {
 	for _, shadow := range []bool{false, true} {
 		store, _ := newStore(t, keyrate.PerMinute(1))
-		var log eventLog
+		var log conformance.Recorder
 		opts := []grpclimit.Option{grpclimit.ByMetadata("x-api-key"), grpclimit.WithObserver(&log)}
 		if shadow {
 			opts = append(opts, grpclimit.WithShadow(nil))
@@ -50,14 +39,15 @@ func TestObserver(t *testing.T) {
 		}
 		assert.Equal(t, want, codesGot, "shadow=%v", shadow)
 
-		require.Len(t, log.events, 3, "shadow=%v", shadow)
+		events := log.Take()
+		require.Len(t, events, 3, "shadow=%v", shadow)
 		def := keyrate.DefaultPolicy
 		for i, w := range []keyrate.Event{
 			{Key: "alice", Policy: def, Cost: 1, Allowed: true, Shadow: shadow},
 			{Key: "alice", Policy: def, Cost: 1, Shadow: shadow},
 			{Policy: def, Shadow: shadow},
 		} {
-			e := log.events[i]
+			e := events[i]
 			err := e.Err
 			e.Err = nil
 			assert.Equal(t, w, e, "shadow=%v event %d", shadow, i)
@@ -73,7 +63,7 @@ func TestObserver(t *testing.T) {
 
 func TestObserverTypedNil(t *testing.T) {
 	store, _ := newStore(t, keyrate.PerMinute(1))
-	var l *eventLog
+	var l *conformance.Recorder
 	_, err := grpclimit.New(store, grpclimit.WithObserver(l))
 	require.ErrorIs(t, err, keyrate.ErrInvalidOption)
 }

@@ -5,31 +5,12 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
-
-type eventLog struct {
-	mu     sync.Mutex
-	events []keyrate.Event
-}
-
-func (l *eventLog) Observe(e keyrate.Event) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-}
-
-func (l *eventLog) take() []keyrate.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.events
-	l.events = nil
-	return e
-}
 
 // TestObserverServer: over a real server, the observer gets one event per
 // request: allowed, denied, and a request without a key, which carries
@@ -37,7 +18,7 @@ func (l *eventLog) take() []keyrate.Event {
 // marked Shadow and served.
 func TestObserverServer(t *testing.T) {
 	for _, shadow := range []bool{false, true} {
-		var log eventLog
+		var log conformance.Recorder
 		opts := []Option{ByHeader("X-Key"), WithObserver(&log)}
 		if shadow {
 			opts = append(opts, WithShadow(nil))
@@ -65,7 +46,7 @@ func TestObserverServer(t *testing.T) {
 		if !slices.Equal(codes, want) {
 			t.Errorf("shadow=%v: status codes %v, want %v", shadow, codes, want)
 		}
-		events := log.take()
+		events := log.Take()
 		if len(events) != 3 {
 			t.Fatalf("shadow=%v: %d events, want 3: %+v", shadow, len(events), events)
 		}
@@ -96,11 +77,11 @@ func TestObserverTypedNil(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(lim, WithObserver(&eventLog{})); err != nil {
+	if _, err := New(lim, WithObserver(&conformance.Recorder{})); err != nil {
 		t.Fatalf("WithObserver(an observer): %v", err)
 	}
-	var l *eventLog
+	var l *conformance.Recorder
 	if _, err := New(lim, WithObserver(l)); !errors.Is(err, keyrate.ErrInvalidOption) {
-		t.Fatalf("WithObserver(a nil *eventLog): New returned %v, want ErrInvalidOption", err)
+		t.Fatalf("WithObserver(a nil *conformance.Recorder): New returned %v, want ErrInvalidOption", err)
 	}
 }

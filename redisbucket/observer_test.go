@@ -3,50 +3,15 @@ package redisbucket_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/redisbucket"
 )
-
-type eventLog struct {
-	mu     sync.Mutex
-	events []keyrate.Event
-}
-
-func (l *eventLog) Observe(e keyrate.Event) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-}
-
-func (l *eventLog) take() []keyrate.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.events
-	l.events = nil
-	return e
-}
-
-// checkEvents compares events, errors by errors.Is against want's.
-func checkEvents(t *testing.T, what string, got, want []keyrate.Event) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d events %+v, want %d %+v", what, len(got), got, len(want), want)
-	}
-	for i := range got {
-		g, w := got[i], want[i]
-		gerr, werr := g.Err, w.Err
-		g.Err, w.Err = nil, nil
-		if g != w || (gerr == nil) != (werr == nil) || werr != nil && !errors.Is(gerr, werr) {
-			t.Errorf("%s: event %d %+v (err %v), want %+v (err %v)", what, i, g, gerr, w, werr)
-		}
-	}
-}
 
 // TestObserver: against a real server, every AllowN, AllowTier and
 // Reserve is one event; a policy the store lacks is one with its error.
@@ -54,7 +19,7 @@ func TestObserver(t *testing.T) {
 	srv := server(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	var log eventLog
+	var log conformance.Recorder
 	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(2)}}
 	s := mustNew(t, c, keyrate.PerMinute(1), redisbucket.WithPrefix(uniquePrefix(t)),
 		redisbucket.WithTimeout(slowTimeout), keyrate.WithPolicies(pro), keyrate.WithObserver(&log))
@@ -68,7 +33,7 @@ func TestObserver(t *testing.T) {
 	s.Reserve("c", 1, 0)
 	s.AllowN("c", 0)
 	def := keyrate.DefaultPolicy
-	checkEvents(t, "real server", log.take(), []keyrate.Event{
+	conformance.SameEvents(t, "real server", log.Take(), []keyrate.Event{
 		{Key: "a", Policy: def, Cost: 1, Allowed: true},
 		{Key: "a", Policy: def, Cost: 1},
 		{Key: "b", Policy: "pro", Cost: 2, Allowed: true},
@@ -97,12 +62,12 @@ func TestObserverDegraded(t *testing.T) {
 		// it spent.
 		{redisbucket.FallbackLocal, []keyrate.Event{allowed, denied}},
 	} {
-		var log eventLog
+		var log conformance.Recorder
 		s := mustNew(t, c, keyrate.PerMinute(1), redisbucket.WithTimeout(time.Second),
 			redisbucket.WithFailurePolicy(tc.policy), keyrate.WithObserver(&log))
 		s.AllowN("k", 1)
 		s.Reserve("k", 1, 0)
-		checkEvents(t, tc.policy.String(), log.take(), tc.want)
+		conformance.SameEvents(t, tc.policy.String(), log.Take(), tc.want)
 	}
 }
 
@@ -111,7 +76,7 @@ func TestObserverDegraded(t *testing.T) {
 // in the in-process stores.
 func TestObserverWait(t *testing.T) {
 	srv := server(t)
-	var log eventLog
+	var log conformance.Recorder
 	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerHour(2)}}
 	s := mustNew(t, newClient(t, srv.Addr()), keyrate.PerHour(1), redisbucket.WithPrefix(uniquePrefix(t)),
 		redisbucket.WithTimeout(slowTimeout), keyrate.WithPolicies(pro), keyrate.WithObserver(&log))
@@ -136,7 +101,7 @@ func TestObserverWait(t *testing.T) {
 		t.Fatalf("WaitTier with a cancelled context = %v, want context.Canceled", err)
 	}
 	def := keyrate.DefaultPolicy
-	checkEvents(t, "Wait", log.take(), []keyrate.Event{
+	conformance.SameEvents(t, "Wait", log.Take(), []keyrate.Event{
 		{Key: "e", Policy: def, Cost: 1, Allowed: true},
 		{Key: "e", Policy: "pro", Cost: 3, Err: keyrate.ErrCostExceedsBurst},
 		{Key: "f", Policy: def, Cost: 1, Err: context.Canceled},

@@ -25,20 +25,22 @@ func RunObserver(t *testing.T, b Bounded) {
 	t.Run("WaitDone", func(t *testing.T) { testObserverWaitDone(t, b) })
 }
 
-// recorder is an Observer that keeps every event.
-type recorder struct {
+// Recorder is a keyrate.Observer that keeps every event, for tests of
+// stores and middleware.
+type Recorder struct {
 	mu     sync.Mutex
 	events []keyrate.Event
 }
 
-func (r *recorder) Observe(e keyrate.Event) {
+// Observe keeps e.
+func (r *Recorder) Observe(e keyrate.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 }
 
-// take returns the events so far and forgets them.
-func (r *recorder) take() []keyrate.Event {
+// Take returns the events so far and forgets them.
+func (r *Recorder) Take() []keyrate.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.events
@@ -46,8 +48,9 @@ func (r *recorder) take() []keyrate.Event {
 	return e
 }
 
-// sameEvents compares events, errors by errors.Is against want's.
-func sameEvents(t *testing.T, what string, got, want []keyrate.Event) {
+// SameEvents fails t unless got equals want, comparing errors with
+// errors.Is against want's.
+func SameEvents(t testing.TB, what string, got, want []keyrate.Event) {
 	t.Helper()
 	eq := func(g, w keyrate.Event) bool {
 		gerr, werr := g.Err, w.Err
@@ -60,7 +63,7 @@ func sameEvents(t *testing.T, what string, got, want []keyrate.Event) {
 }
 
 func testObserverEvents(t *testing.T, b Bounded) {
-	rec := &recorder{}
+	rec := &Recorder{}
 	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2)}}
 	l, clk := openPolicies(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(pro), keyrate.WithObserver(rec))
 	tier, err := l.Tier("pro")
@@ -75,7 +78,7 @@ func testObserverEvents(t *testing.T, b Bounded) {
 
 	l.Allow("a")
 	l.Allow("a")
-	sameEvents(t, "Allow, Allow", rec.take(), []keyrate.Event{
+	SameEvents(t, "Allow, Allow", rec.Take(), []keyrate.Event{
 		{Key: "a", Policy: def, Cost: 1, Allowed: true},
 		{Key: "a", Policy: def, Cost: 1},
 	})
@@ -83,7 +86,7 @@ func testObserverEvents(t *testing.T, b Bounded) {
 	l.AllowN("b", 1)
 	l.AllowN("b", 0)
 	l.AllowN("b", 5)
-	sameEvents(t, "AllowN", rec.take(), []keyrate.Event{
+	SameEvents(t, "AllowN", rec.Take(), []keyrate.Event{
 		{Key: "b", Policy: def, Cost: 1, Allowed: true},
 		{Key: "b", Policy: def, Cost: 0, Err: keyrate.ErrInvalidCost},
 		{Key: "b", Policy: def, Cost: 5, Err: keyrate.ErrCostExceedsBurst},
@@ -97,7 +100,7 @@ func testObserverEvents(t *testing.T, b Bounded) {
 		t.Fatal(err)
 	}
 	l.AllowTier("c", foreign, 1)
-	sameEvents(t, "AllowTier", rec.take(), []keyrate.Event{
+	SameEvents(t, "AllowTier", rec.Take(), []keyrate.Event{
 		{Key: "c", Policy: "pro", Cost: 2, Allowed: true},
 		{Key: "c", Policy: "pro", Cost: 1},
 		{Key: "c", Policy: "pro", Cost: 1, Err: keyrate.ErrUnknownPolicy},
@@ -107,7 +110,7 @@ func testObserverEvents(t *testing.T, b Bounded) {
 	r, _ := w.Reserve("d", 1, time.Second)
 	w.Reserve("d", 1, time.Millisecond)
 	w.ReserveTier("e", tier, 1, 0)
-	sameEvents(t, "Reserve", rec.take(), []keyrate.Event{
+	SameEvents(t, "Reserve", rec.Take(), []keyrate.Event{
 		{Key: "d", Policy: def, Cost: 1, Allowed: true},
 		{Key: "d", Policy: def, Cost: 1, Allowed: true}, // reserved for a slot 1s away
 		{Key: "d", Policy: def, Cost: 1},
@@ -117,7 +120,7 @@ func testObserverEvents(t *testing.T, b Bounded) {
 		t.Fatalf("Reserve with a wait: OK %v, Delay %v; want a slot 1s away", r.OK(), r.Delay())
 	}
 	r.Cancel()
-	rec.take()
+	rec.Take()
 
 	if err := w.Wait(context.Background(), "f", 1); err != nil {
 		t.Fatal(err)
@@ -125,7 +128,7 @@ func testObserverEvents(t *testing.T, b Bounded) {
 	if err := w.WaitTier(context.Background(), "f", tier, 3); err == nil {
 		t.Fatal("WaitTier with a cost above the burst: no error")
 	}
-	sameEvents(t, "Wait", rec.take(), []keyrate.Event{
+	SameEvents(t, "Wait", rec.Take(), []keyrate.Event{
 		{Key: "f", Policy: def, Cost: 1, Allowed: true},
 		{Key: "f", Policy: "pro", Cost: 3, Err: keyrate.ErrCostExceedsBurst},
 	})
@@ -133,13 +136,13 @@ func testObserverEvents(t *testing.T, b Bounded) {
 	clk.Advance(time.Second)
 	l.Peek("a")
 	l.Sweep()
-	if got := rec.take(); len(got) != 0 {
+	if got := rec.Take(); len(got) != 0 {
 		t.Errorf("Peek and Sweep reported %+v; they decide nothing", got)
 	}
 }
 
 func testObserverPolicyFunc(t *testing.T, b Bounded) {
-	rec := &recorder{}
+	rec := &Recorder{}
 	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2)}}
 	pick := func(key string) string { return map[string]string{"p": "pro", "x": "gold"}[key] }
 	l, _ := openPolicies(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(pro),
@@ -148,7 +151,7 @@ func testObserverPolicyFunc(t *testing.T, b Bounded) {
 	l.Allow("q")
 	l.Allow("x")
 	l.AllowN("x", 1)
-	sameEvents(t, "WithPolicyFunc", rec.take(), []keyrate.Event{
+	SameEvents(t, "WithPolicyFunc", rec.Take(), []keyrate.Event{
 		{Key: "p", Policy: "pro", Cost: 1, Allowed: true},
 		{Key: "q", Policy: keyrate.DefaultPolicy, Cost: 1, Allowed: true},
 		{Key: "x", Policy: "gold", Cost: 1, Err: keyrate.ErrUnknownPolicy},
@@ -185,7 +188,7 @@ func testObserverConcurrent(t *testing.T, b Bounded) {
 }
 
 func testObserverTypedNil(t *testing.T, b Bounded) {
-	var nilRec *recorder
+	var nilRec *Recorder
 	for _, o := range []keyrate.Observer{nilRec, keyrate.ObserverFunc(nil)} {
 		_, err := b.New(t, keyrate.PerSecond(1), clock.NewManual(start), keyrate.WithObserver(o))
 		if !errors.Is(err, keyrate.ErrInvalidOption) {
@@ -228,7 +231,7 @@ func testObserverZeroAllocs(t *testing.T, b Bounded) {
 // testObserverWaitDone: a Wait or WaitTier whose context is done before
 // the call is still one call, reported once with the context's error.
 func testObserverWaitDone(t *testing.T, b Bounded) {
-	rec := &recorder{}
+	rec := &Recorder{}
 	pro := keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(2)}}
 	l, _ := openPolicies(t, b, keyrate.PerSecond(1), keyrate.WithPolicies(pro), keyrate.WithObserver(rec))
 	w, ok := l.(keyrate.WaitLimiter)
@@ -247,7 +250,7 @@ func testObserverWaitDone(t *testing.T, b Bounded) {
 	if err := w.WaitTier(ctx, "a", tier, 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitTier with a cancelled context = %v, want context.Canceled", err)
 	}
-	sameEvents(t, "Wait, WaitTier with a cancelled context", rec.take(), []keyrate.Event{
+	SameEvents(t, "Wait, WaitTier with a cancelled context", rec.Take(), []keyrate.Event{
 		{Key: "a", Policy: keyrate.DefaultPolicy, Cost: 1, Err: context.Canceled},
 		{Key: "a", Policy: "pro", Cost: 1, Err: context.Canceled},
 	})
