@@ -98,18 +98,22 @@ func itemName(name string, i, n int) string {
 }
 
 // headerBlock is the one allocation setHeaders makes per response: the
-// backing array of the field values it sets (V is [3]string, or [6]string
-// with the legacy fields), each field's value slice a one-element slice
-// of it, capacity-limited so that an append to one field cannot reach the
-// next; and the bytes of the per-request values (RateLimit's, of which
+// backing array of the field values it sets (V is [2]string for an
+// allowed request, [3]string with Retry-After, [6]string with the legacy
+// fields), each field's value slice a one-element slice of it,
+// capacity-limited so that an append to one field cannot reach the next;
+// and the bytes of the per-request values (RateLimit's, of which
 // Remaining and Reset are slices), turned into a string in place once
-// written. 48 bytes hold a RateLimit value for a policy name of up to 13
-// bytes with the largest counts ("default" needs at most 40), and of about
-// 25 with typical ones; a longer value grows on the heap, a second
-// allocation. The block is 96 bytes, or 144 with the legacy fields.
+// written. 32 bytes hold a RateLimit value for "default" with up to 12
+// digits of Remaining and 5 of reset, and for a policy name of up to 13
+// bytes with typical counts (7 and 3 digits); a longer value grows on the
+// heap, a second allocation. The block is 64 bytes for an allowed request
+// (the smallest size class that holds it: the allocator's and the garbage
+// collector's work per request follows the bytes), 80 for a denied one,
+// and 128 with the legacy fields.
 type headerBlock[V any] struct {
 	vals V
-	buf  [48]byte
+	buf  [32]byte
 }
 
 // appendSFString appends s to b as a structured-field String (RFC 8941,
@@ -185,12 +189,16 @@ func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policy
 	}
 	var vals []string
 	var b []byte
-	if m.legacy {
+	switch {
+	case m.legacy:
 		blk := new(headerBlock[[6]string])
 		vals, b = blk.vals[:n+3], blk.buf[:0]
-	} else {
+	case retry:
 		blk := new(headerBlock[[3]string])
-		vals, b = blk.vals[:n], blk.buf[:0]
+		vals, b = blk.vals[:], blk.buf[:0]
+	default: // the common case: the smallest block
+		blk := new(headerBlock[[2]string])
+		vals, b = blk.vals[:], blk.buf[:0]
 	}
 	win := &p.windows[w]
 	b = append(b, win.prefix...)

@@ -164,6 +164,9 @@ func parseForwardedFor(elem string) (netip.Addr, string, bool) {
 // plain IPv4 address (which netip only accepts in canonical form), that
 // text.
 func parseHostPort(s string) (netip.Addr, string, bool) {
+	if a, n, ok := parseIPv4(s); ok && (n == len(s) || validPort(s[n:], false)) {
+		return a, s[:n], true // the common case, "192.0.2.1:80", read in one pass
+	}
 	host := s
 	if strings.HasPrefix(s, "[") {
 		end := strings.IndexByte(s, ']')
@@ -199,6 +202,39 @@ func parseHostPort(s string) (netip.Addr, string, bool) {
 		return netip.Addr{}, "", false
 	}
 	return a, host, true
+}
+
+// parseIPv4 parses an IPv4 address in the dotted-decimal form
+// netip.ParseAddr accepts (four decimal fields of 0 to 255, without
+// leading zeros) at the start of s, and returns it and the length of its
+// text. It is netip's answer for such text (FuzzParseHostPort checks
+// parseHostPort against one built on netip alone) at a fraction of the
+// cost, which matters on the path of every request.
+func parseIPv4(s string) (a netip.Addr, n int, ok bool) {
+	var ip [4]byte
+	for f := range ip {
+		if f > 0 {
+			if n >= len(s) || s[n] != '.' {
+				return netip.Addr{}, 0, false
+			}
+			n++
+		}
+		if n >= len(s) || s[n]-'0' > 9 {
+			return netip.Addr{}, 0, false
+		}
+		v := uint(s[n] - '0')
+		n++
+		if v != 0 { // a field starting with 0 is 0 alone
+			for end := n + 2; n < end && n < len(s) && s[n]-'0' <= 9; n++ {
+				v = v*10 + uint(s[n]-'0')
+			}
+			if v > 255 {
+				return netip.Addr{}, 0, false
+			}
+		}
+		ip[f] = byte(v)
+	}
+	return netip.AddrFrom4(ip), n, true
 }
 
 // validPort reports whether s is ":" followed by 1 to 5 digits, or, if

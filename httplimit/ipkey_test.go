@@ -177,3 +177,52 @@ func FuzzClientIP(f *testing.F) {
 func mustTrusted() []netip.Prefix {
 	return []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
 }
+
+// FuzzParseHostPort checks parseHostPort, whose IPv4 fast path parses
+// by hand, against parseHostPortNetip, the same rules on netip alone.
+func FuzzParseHostPort(f *testing.F) {
+	for _, s := range []string{"0.0.0.0", "255.255.255.255:65535", "10.1.2.3:80", "01.2.3.4", "1.2.3.256:1",
+		"1.2.3", "1.2.3.4.5", "1..2.3", ".1.2.3", "1.2.3.", "", "::1", "1.2.3.4%eth0", "1.2.3.4 ", "1000.2.3.4",
+		"00.1.2.3", "1.2.3.4:", "1.2.3.4:123456", "1.2.3.4:1:2", "[::1]:80", "[1.2.3.4]:80", "1.2.3.40:x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, raw, ok := parseHostPort(s)
+		wa, wraw, wok := parseHostPortNetip(s)
+		if a != wa || raw != wraw || ok != wok {
+			t.Fatalf("parseHostPort(%q) = %v, %q, %v; want %v, %q, %v", s, a, raw, ok, wa, wraw, wok)
+		}
+	})
+}
+
+// parseHostPortNetip is parseHostPort's rules with every address parsed
+// by netip.ParseAddr: the reference FuzzParseHostPort checks it against.
+func parseHostPortNetip(s string) (netip.Addr, string, bool) {
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 || !validPort(s[end+1:], true) {
+			return netip.Addr{}, "", false
+		}
+		a, err := netip.ParseAddr(s[1:end])
+		if err != nil || !a.Is6() {
+			return netip.Addr{}, "", false
+		}
+		return a.WithZone("").Unmap(), "", true
+	}
+	host, port, found := strings.Cut(s, ":")
+	if !found || strings.Contains(port, ":") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}, "", false
+		}
+		if a.Is4() {
+			return a, s, true
+		}
+		return a.WithZone("").Unmap(), "", true
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || !a.Is4() || !validPort(":"+port, false) {
+		return netip.Addr{}, "", false
+	}
+	return a, host, true
+}
