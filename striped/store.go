@@ -5,12 +5,12 @@ package striped
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/flatmap"
 	"github.com/keyrate/keyrate/internal/layout"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
@@ -36,13 +36,14 @@ import (
 // With keyrate.WithHashedKeys the key is its 64-bit hash, stored in the
 // arena in place of its bytes (about 28 bytes a key).
 //
-// The hash is hash/maphash with a seed drawn at random per Store, so keys
-// crafted to land on one stripe in one process do not in another. It
-// measured faster than a seeded xxhash on the development machine (9.5-10.6
-// ns against 15-25 ns for 8- to 64-byte keys): xxhash has no one-shot
-// seeded form, and maphash uses the runtime's AES hash. BenchmarkHash now
-// sets it beside a seeded FNV-1a from the standard library instead, so that
-// keyrate's module does not require xxhash for one benchmark.
+// The hash is flatmap.Seed.Hash, a keyed wyhash (the construction Go's
+// runtime hashes its own map keys with on processors without AES
+// instructions), under four 64-bit keys drawn at random per Store, so keys
+// crafted to land on one stripe, or one run of slots, in one store do not
+// in another, and none can be crafted without the seed (see
+// flatmap.Seed.Hash for why). A 16-byte key hashes in about 20
+// instructions, inlined into the hot path, against about 60 for
+// hash/maphash, which the store used before (BenchmarkHash).
 //
 // # Memory
 //
@@ -101,7 +102,7 @@ import (
 // store's clock on the caller's goroutine.
 type Store struct {
 	pols  *rules.Policies
-	seed  maphash.Seed
+	seed  flatmap.Seed
 	tab   *table // the stripes
 	book  sweep.Book
 	pacer sweep.Pacer   // paces whole sweeps on refusals by a full store
@@ -154,7 +155,7 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pols: pols, seed: maphash.MakeSeed()}
+	s := &Store{pols: pols, seed: flatmap.MakeSeed()}
 	s.tab = newTable(s, own.stripes, set.HashedKeys)
 	s.book.Init(set.MaxKeys)
 	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
@@ -178,18 +179,22 @@ func (s *Store) Allow(key string) bool {
 			return false
 		}
 	}
-	if rs.Unlimited() {
-		return true
-	}
-	h := maphash.String(s.seed, key)
 	if rs.Len() == 1 { // the hot path: a known key
-		r := rs.Rule(0)
-		var ok, hit bool
-		_, ok, hit = s.tab.takeOne(key, h, rs, r, r.Now(), 1, 0)
+		_, _, h, ok, hit := s.takeOne(key, rs, 1, 0)
 		if hit {
 			return ok
 		}
+		return s.allowRare(key, h, rs)
 	}
+	if rs.Unlimited() {
+		return true
+	}
+	return s.allowRare(key, s.seed.Hash(key), rs)
+}
+
+// allowRare is Allow's slow path under rs, for key of hash h: a new key,
+// or one under another policy or of several windows.
+func (s *Store) allowRare(key string, h uint64, rs *rules.Rules) bool {
 	_, _, denied, err := s.take(key, h, rs, 1, 0)
 	return err == nil && denied < 0
 }
@@ -248,18 +253,16 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
 	}
-	h := maphash.String(s.seed, key)
+	var h uint64
 	if rs.Len() == 1 { // the hot path: a known key
-		r := rs.Rule(0)
-		now := r.Now()
-		var (
-			state   rules.State
-			ok, hit bool
-		)
-		state, ok, hit = s.tab.takeOne(key, h, rs, r, now, cost, 0)
+		state, t, hk, ok, hit := s.takeOne(key, rs, cost, 0)
 		if hit {
-			return r.Decide(state, now, cost, ok), nil
+			r := rs.Rule(0)
+			return r.Decide(state, r.Ticks(t), cost, ok), nil
 		}
+		h = hk
+	} else {
+		h = s.seed.Hash(key)
 	}
 	st, at, denied, err := s.take(key, h, rs, cost, 0)
 	if err != nil {
@@ -353,10 +356,7 @@ func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Dura
 	if rs.Len() != 1 {
 		return 0, 0, false, false
 	}
-	h := maphash.String(s.seed, key)
-	r := rs.Rule(0)
-	t = rs.Now()
-	state, ok, hit = s.tab.takeOne(key, h, rs, r, r.Ticks(t), cost, r.WaitTicks(wait))
+	state, t, _, ok, hit = s.takeOne(key, rs, cost, wait)
 	return state, t, ok, hit
 }
 
@@ -364,7 +364,7 @@ func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Dura
 // or of several windows. See sweep.Reserver.
 func (f *front) ReserveRare(key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
 	s := (*Store)(f)
-	st, at, denied, err := s.take(key, maphash.String(s.seed, key), rs, cost, max(wait, 0))
+	st, at, denied, err := s.take(key, s.seed.Hash(key), rs, cost, max(wait, 0))
 	if err != nil {
 		return keyrate.Reservation{}, err
 	}
@@ -383,7 +383,7 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 		return false
 	}
 	key := r.Key()
-	h := maphash.String(s.seed, key)
+	h := s.seed.Hash(key)
 	return s.tab.cancel(key, h, rs, rules.ReservationEnd(r), r.At(), r.Cost())
 }
 
@@ -397,7 +397,7 @@ func (s *Store) Peek(key string) keyrate.Decision {
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision()
 	}
-	h := maphash.String(s.seed, key)
+	h := s.seed.Hash(key)
 	var (
 		st sweep.States
 		at time.Duration
@@ -434,7 +434,7 @@ func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
-	h := maphash.String(s.seed, key)
+	h := s.seed.Hash(key)
 	s.tab.refund(key, h, rs, rs.Now(), cost)
 	return nil
 }

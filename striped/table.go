@@ -131,29 +131,46 @@ func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.Stat
 	return sp.m.SetRules(i, rs, s)
 }
 
-// takeOne is take's hot path, for a key st holds under rs, a policy of one
-// window whose rule is r, at tick now, with a wait of wait ticks (0 for a
-// spend): it returns the state after the call and whether it spent. It reports a miss, and does nothing, for any other
-// key. It returns no States, which would cost a 64-byte copy per call.
-func (t *table) takeOne(key string, h uint64, rs *rules.Rules, r *rules.Rule, now uint64, cost int, wait uint64) (state rules.State, ok, hit bool) {
-	sp := t.of(h)
+// takeOne is the hot path of a spend, or of a reservation within wait,
+// of cost tokens for key under rs, a policy of one window (rs.Len() ==
+// 1). It hashes key, reads the clock, locks key's stripe and, if the
+// stripe holds key under rs, applies the rule's arithmetic (the token
+// bucket's inlined) and unlocks, returning the state after the call, the
+// reading t it was decided at, key's hash h and whether it spent. For
+// any other key it reports a miss, changing nothing, with h for the slow
+// path (take), so that a call hashes its key once either way. It returns
+// no States, which would cost a 64-byte copy per call.
+//
+// The hash and the clock reading come in the caller's order of old, both
+// before the lock; the function does all of the hot path in one frame,
+// so that the values it keeps across its calls (the hash, the clock, the
+// lookup) are saved once each.
+func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait time.Duration) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
+	h, short := s.seed.Short(key)
+	if !short {
+		h = s.seed.Hash(key)
+	}
+	t = rs.Now()
+	r := rs.Rule(0)
+	now := r.Ticks(t)
+	sp := s.tab.of(h)
 	sp.mu.Lock()
 	i, found := sp.m.Find(key, h)
 	if !found || sp.m.Rules(i) != rs {
 		sp.mu.Unlock()
-		return 0, false, false
+		return 0, t, h, false, false
 	}
 	var next rules.State
 	if rs.OneBucket() { // the token bucket's arithmetic, inlined
-		next, ok = r.ReserveBucket(sp.m.First(i), now, cost, wait)
+		next, ok = r.ReserveBucket(sp.m.First(i), now, cost, r.WaitTicks(wait))
 	} else { // a window algorithm
-		next, ok = r.Reserve(sp.m.First(i), now, cost, wait)
+		next, ok = r.Reserve(sp.m.First(i), now, cost, r.WaitTicks(wait))
 	}
 	if ok {
 		sp.m.SetFirst(i, next)
 	}
 	sp.mu.Unlock()
-	return next, ok, true
+	return next, t, h, ok, true
 }
 
 // refund gives cost tokens back to key under rs at reading now, carrying

@@ -23,8 +23,10 @@
 //     under, with a count of keys per policy, so that a slot names its
 //     policy in 16 bits and a policy no key uses is let go.
 //
-// The table is Robin Hood hashing with linear probing and backward-shift
-// deletion (no tombstones): the home slot comes from the hash's low 32
+// Keys are hashed by Seed.Hash, a keyed wyhash, under a random Seed the
+// caller draws once (MakeSeed) and gives Init. The table is Robin Hood
+// hashing with linear probing and backward-shift deletion (no
+// tombstones): the home slot comes from the hash's low 32
 // bits scaled to the table's size (a multiply, so sizes need not be
 // powers of two), and the caller may pick its lock from the hash's high
 // bits, so one hash per call serves both. A lookup stops at the first

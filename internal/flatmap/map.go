@@ -2,7 +2,6 @@ package flatmap
 
 import (
 	"encoding/binary"
-	"hash/maphash"
 	"math"
 	"unsafe"
 
@@ -54,19 +53,19 @@ type policy struct {
 type Map struct {
 	slots  []slot
 	arena  []byte
-	pols   []policy     // the policy index
-	logs   *logTable    // the logs of keys under SlidingLog policies (log.go)
-	n      int          // keys held
-	dead   int          // bytes of dead records in arena
-	gen    uint32       // rebuilds of slots
-	hashed bool         // keys are their 64-bit hashes
-	seed   maphash.Seed // the seed of the hashes, to rehash keys
+	pols   []policy  // the policy index
+	logs   *logTable // the logs of keys under SlidingLog policies (log.go)
+	n      int       // keys held
+	dead   int       // bytes of dead records in arena
+	gen    uint32    // rebuilds of slots
+	hashed bool      // keys are their 64-bit hashes
+	seed   Seed      // the seed of the hashes, to rehash keys
 }
 
-// Init empties m and sets it up for keys hashed with seed by
-// maphash.String (the hash a caller passes with each key), or, if hashed,
-// for keys that are 64-bit hashes, passed as the hash alone.
-func (m *Map) Init(seed maphash.Seed, hashed bool) {
+// Init empties m and sets it up for keys hashed with seed by Seed.Hash
+// (the hash a caller passes with each key), or, if hashed, for keys that
+// are 64-bit hashes, passed as the hash alone.
+func (m *Map) Init(seed Seed, hashed bool) {
 	*m = Map{hashed: hashed, seed: seed}
 }
 
@@ -90,6 +89,14 @@ func (m *Map) Gen() uint32 { return m.gen }
 // home returns the home slot of hash h in a table of n slots.
 func home(h uint64, n int) int { return int(uint64(uint32(h)) * uint64(n) >> 32) }
 
+// topShift brings a ref's distance plus one and tag down to its low 16
+// bits (Find).
+const topShift = tagShift
+
+// probe returns what a slot's ref>>topShift is for a key of hash h at
+// its home: distance plus one 1, and h's tag.
+func probe(h uint64) uint64 { return 1<<8 | tag(h) }
+
 // tag returns the 8 bits of h a slot keeps: bits the home slot does not
 // come from, nor a caller's choice of lock among up to 2^24 from the
 // top.
@@ -100,36 +107,39 @@ func tag(h uint64) uint64 { return h >> 32 & 0xff }
 //
 // A hashed key, or a key of 8 to 16 bytes, is compared with a record as
 // two 8-byte words, so that the probe loop makes no call (and keeps its
-// registers unspilled); other keys go to findLong.
+// registers unspilled); other keys go to findLong. The probe compares the
+// top 16 bits of each slot's ref, its distance plus one and its tag, with
+// the probe's own (probe): equal is a candidate, whose record is
+// compared; below is a slot nearer its home than key would be, or an
+// empty one (0), where key would have been; above is another key, passed.
 func (m *Map) Find(key string, h uint64) (int, bool) {
-	head, n, lo, hi := 0, 8, h, h // a hashed key's record is its hash
-	if !m.hashed {                // a one-byte length, then the key
+	head, n, lo, hi := uint(0), uint(8), h, h // a hashed key's record is its hash
+	if !m.hashed {                            // a one-byte length, then the key
 		if len(key) < 8 || len(key) > 16 {
 			return m.findLong(key, h)
 		}
-		head, n, lo, hi = 1, len(key), load64(key, 0), load64(key, len(key)-8)
+		head, n, lo, hi = 1, uint(len(key)), sword(key, 0), sword(key, len(key)-8)
 	}
 	slots, a := m.slots, m.arena
 	if len(slots) == 0 {
 		return 0, false
 	}
-	i, want := home(h, len(slots)), tag(h)<<tagShift
-	for d := uint64(distUnit); ; d += distUnit { // d is the distance plus one, in ref's top byte
-		if uint(i) >= uint(len(slots)) {
-			i = 0
-		}
-		ref := slots[i].ref
-		if ref < d { // empty, or nearer its home than key would be
-			return 0, false
-		}
-		if ref&(0xff<<tagShift) == want {
-			off := uint(uint32(ref))
-			if off+uint(head+n) <= uint(len(a)) && (head == 0 || a[off] == byte(n)) &&
-				word(a, off+uint(head)) == lo && word(a, off+uint(head+n-8)) == hi {
-				return i, true
+	i, p := uint(home(h, len(slots))), probe(h)
+	for {
+		for ; i < uint(len(slots)); i++ { // no bounds check, and no wrap but below
+			top := slots[i].ref >> topShift
+			if top == p {
+				off := uint(uint32(slots[i].ref))
+				if off+head+n <= uint(len(a)) && (head == 0 || at(a, off) == byte(n)) &&
+					word(a, off+head) == lo && word(a, off+head+n-8) == hi {
+					return int(i), true
+				}
+			} else if top < p&^0xff { // empty, or nearer its home than key would be
+				return 0, false
 			}
+			p += 1 << 8
 		}
-		i++
+		i = 0
 	}
 }
 
@@ -139,21 +149,25 @@ func (m *Map) findLong(key string, h uint64) (int, bool) {
 	if len(slots) == 0 {
 		return 0, false
 	}
-	i, want := home(h, len(slots)), tag(h)<<tagShift
-	for d := uint64(distUnit); ; d += distUnit {
-		if uint(i) >= uint(len(slots)) {
-			i = 0
+	i, p := uint(home(h, len(slots))), probe(h)
+	for {
+		for ; i < uint(len(slots)); i++ {
+			ref := slots[i].ref
+			if top := ref >> topShift; top == p {
+				if m.equal(uint32(ref), key) {
+					return int(i), true
+				}
+			} else if top < p&^0xff {
+				return 0, false
+			}
+			p += 1 << 8
 		}
-		ref := slots[i].ref
-		if ref < d {
-			return 0, false
-		}
-		if ref&(0xff<<tagShift) == want && m.equal(uint32(ref), key) {
-			return i, true
-		}
-		i++
+		i = 0
 	}
 }
+
+// at returns a[i]; the caller has checked that i < len(a).
+func at(a []byte, i uint) byte { return *(*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(a)), i)) }
 
 // word returns the 8 bytes of a from i as a little-endian word; the
 // caller has checked that i+8 <= len(a). (A load through a pointer to a
@@ -161,13 +175,6 @@ func (m *Map) findLong(key string, h uint64) (int, bool) {
 // one instruction on amd64 and arm64.)
 func word(a []byte, i uint) uint64 {
 	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(a)), i))[:])
-}
-
-// load64 returns the 8 bytes of s from i as a little-endian word.
-func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // equal reports whether the record at off, of a string key, is key's.
@@ -263,7 +270,7 @@ func (m *Map) hashAt(off uint32) uint64 {
 		return binary.LittleEndian.Uint64(a)
 	}
 	l, w := uvarint(a)
-	return maphash.Bytes(m.seed, a[w:w+l])
+	return m.seed.Hash(unsafe.String(unsafe.SliceData(a[w:]), l))
 }
 
 // Insert adds key, whose hash is h and which m must not hold, under rs

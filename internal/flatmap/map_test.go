@@ -3,7 +3,6 @@ package flatmap
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strings"
 	"testing"
@@ -44,16 +43,16 @@ type checker struct {
 	tb    testing.TB
 	m     Map
 	model map[string]entry
-	seed  maphash.Seed
+	seed  Seed
 }
 
 func newChecker(tb testing.TB, hashed bool) *checker {
-	c := &checker{tb: tb, model: map[string]entry{}, seed: maphash.MakeSeed()}
+	c := &checker{tb: tb, model: map[string]entry{}, seed: MakeSeed()}
 	c.m.Init(c.seed, hashed)
 	return c
 }
 
-func (c *checker) hash(key string) uint64 { return maphash.String(c.seed, key) }
+func (c *checker) hash(key string) uint64 { return c.seed.Hash(key) }
 
 // insert adds key if the model lacks it.
 func (c *checker) insert(key string, rs *rules.Rules, s []rules.State) {
@@ -183,10 +182,11 @@ func (c *checker) checkKey(key string) {
 	}
 }
 
-// fuzzKey returns the key numbered k: lengths from 0 to past 127, where a
-// key's length takes two bytes.
+// fuzzKey returns the key numbered k: lengths from 2 to past 127, where a
+// key's length takes two bytes, with keys of 8 to 16 bytes (Find's word
+// compare) among them.
 func fuzzKey(k byte) string {
-	n := []int{0, 1, 5, 16, 130}[k%5]
+	n := []int{0, 1, 5, 10, 16, 130}[k%6]
 	return fmt.Sprintf("%d:%s", k, strings.Repeat("x", n))
 }
 
@@ -285,7 +285,7 @@ func TestCompaction(t *testing.T) {
 func TestFarFromHome(t *testing.T) {
 	pols := policies(t)
 	var m Map
-	m.Init(maphash.MakeSeed(), true)
+	m.Init(MakeSeed(), true)
 	s := []rules.State{7}
 	const keys = 600
 	for i := range keys {
@@ -304,6 +304,48 @@ func TestFarFromHome(t *testing.T) {
 		}
 		if d := m.slots[j].ref >> 56; d > maxDist1 {
 			t.Fatalf("key %d sits %d slots from home", i, d-1)
+		}
+	}
+}
+
+// TestSameProbe checks Find on keys that share their home slot and tag,
+// so that each probe meets candidates whose records differ from the key
+// in one byte (the middle byte of a 16-byte key, and its last; a key of
+// another length with the same bytes): every key is found in its own
+// slot, and a key never inserted that differs in one byte is not.
+func TestSameProbe(t *testing.T) {
+	pols := policies(t)
+	seed := Seed{1, 2, 3, 4}
+	var m Map
+	m.Init(seed, false)
+	// Keys whose hashes have tag 0x5a and home slot 0 in the first table
+	// (8 slots): 6 of them, so the table does not grow.
+	var keys []string
+	for i := 0; len(keys) < 6; i++ {
+		for _, k := range []string{fmt.Sprintf("same-probe-%05d", i), fmt.Sprintf("same-probe-%04d", i)} {
+			if h := seed.Hash(k); tag(h) == 0x5a && home(h, minSlots) == 0 {
+				keys = append(keys, k)
+			}
+		}
+	}
+	for j, k := range keys {
+		if !m.Insert(k, seed.Hash(k), pols[0], []rules.State{rules.State(j + 1)}) {
+			t.Fatalf("Insert(%q) failed", k)
+		}
+	}
+	if len(m.slots) != minSlots {
+		t.Fatalf("table grew to %d slots: the keys no longer share a probe", len(m.slots))
+	}
+	for j, k := range keys {
+		i, ok := m.Find(k, seed.Hash(k))
+		if !ok || m.First(i) != rules.State(j+1) {
+			t.Errorf("Find(%q) = slot %d (%v) holding %d, want the key's own, %d", k, i, ok, m.First(i), j+1)
+		}
+		// The same hash, another key: one byte changed, or a byte cut.
+		for _, other := range []string{k[:len(k)/2] + "#" + k[len(k)/2+1:], k[:len(k)-1] + "#", k[:len(k)-1]} {
+			if i, ok := m.Find(other, seed.Hash(k)); ok {
+				t.Errorf("Find(%q) with %q's hash hit slot %d", other, k, i)
+			}
 		}
 	}
 }
@@ -347,13 +389,13 @@ func TestLogs(t *testing.T) {
 	if !logPol.IsLog() {
 		t.Fatal("the log policy is not a log")
 	}
-	seed := maphash.MakeSeed()
+	seed := MakeSeed()
 	var m Map
 	m.Init(seed, false)
 	logs := map[string]*rules.Log{}
 	find := func(key string) int {
 		t.Helper()
-		i, ok := m.Find(key, maphash.String(seed, key))
+		i, ok := m.Find(key, seed.Hash(key))
 		if !ok {
 			t.Fatalf("key %q missing", key)
 		}
@@ -366,7 +408,7 @@ func TestLogs(t *testing.T) {
 		if k%2 == 0 {
 			rs = logPol
 		}
-		if !m.Insert(key, maphash.String(seed, key), rs, s[:rs.Len()]) {
+		if !m.Insert(key, seed.Hash(key), rs, s[:rs.Len()]) {
 			t.Fatal("Insert failed")
 		}
 		if rs == logPol {
