@@ -57,7 +57,7 @@ func TestSeededHashSpreads(t *testing.T) {
 	}
 	var counts [64]int
 	for i := 0; i < 1<<16; i++ {
-		counts[s.seed.Hash(seqKey(i))>>s.tab.shift]++
+		counts[s.tab.index(s.seed.Hash(seqKey(i)))]++
 	}
 	for i, c := range counts {
 		if c > 2*(1<<16)/64 || c < (1<<16)/64/2 {
@@ -75,7 +75,7 @@ func TestSeedsOrderSlots(t *testing.T) {
 	stripeOf := func(s *Store) []int {
 		var out []int
 		for i := range keys {
-			out = append(out, int(s.seed.Hash(seqKey(i))>>s.tab.shift))
+			out = append(out, int(s.tab.index(s.seed.Hash(seqKey(i)))))
 		}
 		return out
 	}

@@ -17,7 +17,10 @@ import (
 // top bits and its slot in the stripe's flatmap.Map by its low bits.
 type table struct {
 	stripes []stripe
-	shift   uint // 64 - log2(len(stripes)): h>>shift is h's stripe
+	// shift is 63 - log2(len(stripes)): h>>1>>shift is h's stripe (its
+	// top bits, none for one stripe), a shift below 64, which Go compiles
+	// to one instruction (a shift by 64 or more needs a fix-up).
+	shift uint
 }
 
 // stripeData is one lock and the keys it guards. Every field is guarded
@@ -54,18 +57,21 @@ const sweepChunk = 256
 const sampled = 16
 
 func newTable(s *Store, stripes int, hashed bool) *table {
-	t := &table{stripes: make([]stripe, stripes), shift: 64}
+	t := &table{stripes: make([]stripe, stripes), shift: 63}
 	for n := stripes; n > 1; n >>= 1 {
 		t.shift--
 	}
 	for i := range t.stripes {
-		t.stripes[i].m.Init(s.seed, hashed)
+		t.stripes[i].m.Init(&s.seed, hashed)
 	}
 	return t
 }
 
 // of returns the stripe of hash h.
-func (t *table) of(h uint64) *stripe { return &t.stripes[h>>t.shift] }
+func (t *table) of(h uint64) *stripe { return &t.stripes[t.index(h)] }
+
+// index returns the index of hash h's stripe.
+func (t *table) index(h uint64) uint64 { return h >> 1 >> (t.shift & 63) }
 
 // take spends cost tokens for key, whose hash is h, under rs at clock
 // reading now, from every window of its bucket if each holds them (or
@@ -150,8 +156,8 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait time.Duratio
 	if !short {
 		h = s.seed.Hash(key)
 	}
-	t = rs.Now()
 	r := rs.Rule(0)
+	t = rs.Now()
 	now := r.Ticks(t)
 	sp := s.tab.of(h)
 	sp.mu.Lock()
@@ -340,7 +346,7 @@ const refusalStripes = 1024
 // stripes it visits, is thus searched whole.
 func (t *table) evictOne(s *Store, h uint64) {
 	budget := sweep.RefusalScan
-	first := h >> t.shift
+	first := t.index(h)
 	for i := uint64(1); i <= uint64(len(t.stripes)) && i <= refusalStripes && budget > 0; i++ {
 		sp := &t.stripes[(first+i)%uint64(len(t.stripes))]
 		sp.mu.Lock()

@@ -48,8 +48,8 @@ type policy struct {
 }
 
 // Map is a pointer-free table from a key to its states (see the package
-// documentation). Set it up with Init; the zero Map holds string keys
-// hashed with the zero seed, which no caller should use.
+// documentation). Set it up with Init; the zero Map has no seed, and
+// fails on its first growth.
 type Map struct {
 	slots  []slot
 	arena  []byte
@@ -59,13 +59,16 @@ type Map struct {
 	dead   int       // bytes of dead records in arena
 	gen    uint32    // rebuilds of slots
 	hashed bool      // keys are their 64-bit hashes
-	seed   Seed      // the seed of the hashes, to rehash keys
+	seed   *Seed     // the seed of the hashes, to rehash keys (the caller's: 8 bytes here)
 }
 
 // Init empties m and sets it up for keys hashed with seed by Seed.Hash
 // (the hash a caller passes with each key), or, if hashed, for keys that
-// are 64-bit hashes, passed as the hash alone.
-func (m *Map) Init(seed Seed, hashed bool) {
+// are 64-bit hashes, passed as the hash alone. m keeps seed, which must
+// not change while m is in use: a store keeps one Seed for all its maps,
+// and each map holds a pointer to it rather than its 32 bytes (which
+// would push a striped stripe past two cache lines).
+func (m *Map) Init(seed *Seed, hashed bool) {
 	*m = Map{hashed: hashed, seed: seed}
 }
 

@@ -48,7 +48,7 @@ type checker struct {
 
 func newChecker(tb testing.TB, hashed bool) *checker {
 	c := &checker{tb: tb, model: map[string]entry{}, seed: MakeSeed()}
-	c.m.Init(c.seed, hashed)
+	c.m.Init(&c.seed, hashed)
 	return c
 }
 
@@ -285,7 +285,8 @@ func TestCompaction(t *testing.T) {
 func TestFarFromHome(t *testing.T) {
 	pols := policies(t)
 	var m Map
-	m.Init(MakeSeed(), true)
+	seed := MakeSeed()
+	m.Init(&seed, true)
 	s := []rules.State{7}
 	const keys = 600
 	for i := range keys {
@@ -317,7 +318,7 @@ func TestSameProbe(t *testing.T) {
 	pols := policies(t)
 	seed := Seed{1, 2, 3, 4}
 	var m Map
-	m.Init(seed, false)
+	m.Init(&seed, false)
 	// Keys whose hashes have tag 0x5a and home slot 0 in the first table
 	// (8 slots): 6 of them, so the table does not grow.
 	var keys []string
@@ -391,7 +392,7 @@ func TestLogs(t *testing.T) {
 	}
 	seed := MakeSeed()
 	var m Map
-	m.Init(seed, false)
+	m.Init(&seed, false)
 	logs := map[string]*rules.Log{}
 	find := func(key string) int {
 		t.Helper()

@@ -114,11 +114,9 @@ func (p *Rule) Ticks(t time.Duration) uint64 {
 	if t <= p.epoch {
 		return 0
 	}
-	d := t - p.epoch
-	if d < 0 || d > p.maxNanos { // d < 0: the difference overflowed
-		d = p.maxNanos
-	}
-	return uint64(d) * p.scale
+	// t > epoch, so t-epoch is below 2^64 and exact as a uint64 (as an
+	// int64 it could overflow); maxNanos is at most 2^62.
+	return min(uint64(t)-uint64(p.epoch), uint64(p.maxNanos)) * p.scale
 }
 
 // Algorithm returns the rule's algorithm.
