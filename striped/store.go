@@ -169,15 +169,18 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 // store is full (keyrate.WithMaxKeys) and key is new, and when the
 // function of keyrate.WithPolicyFunc names a policy the store lacks.
 func (s *Store) Allow(key string) bool {
-	if s.pols.Observer() != nil {
+	ps := s.pols
+	if ps.Observer() != nil {
 		return s.allowObserved(key)
 	}
-	rs := s.pols.Default()
-	if s.pols.HasFunc() {
+	var rs *rules.Rules
+	if ps.HasFunc() {
 		var err error
-		if rs, err = s.pols.ForKey(key); err != nil {
+		if rs, err = ps.ForKey(key); err != nil {
 			return false
 		}
+	} else {
+		rs = ps.Default()
 	}
 	if rs.Len() == 1 { // the hot path: a known key
 		_, _, h, ok, hit := s.takeOne(key, rs, 1, 0)
@@ -356,7 +359,7 @@ func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Dura
 	if rs.Len() != 1 {
 		return 0, 0, false, false
 	}
-	state, t, _, ok, hit = s.takeOne(key, rs, cost, wait)
+	state, t, _, ok, hit = s.takeOne(key, rs, cost, rs.Rule(0).WaitTicks(wait))
 	return state, t, ok, hit
 }
 

@@ -137,9 +137,9 @@ func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.Stat
 	return sp.m.SetRules(i, rs, s)
 }
 
-// takeOne is the hot path of a spend, or of a reservation within wait,
-// of cost tokens for key under rs, a policy of one window (rs.Len() ==
-// 1). It hashes key, reads the clock, locks key's stripe and, if the
+// takeOne is the hot path of a spend, or of a reservation within wait
+// ticks (rules.Rule.WaitTicks of the maximum wait; 0 for a spend), of
+// cost tokens for key under rs, a policy of one window (rs.Len() == 1). It hashes key, reads the clock, locks key's stripe and, if the
 // stripe holds key under rs, applies the rule's arithmetic (the token
 // bucket's inlined) and unlocks, returning the state after the call, the
 // reading t it was decided at, key's hash h and whether it spent. For
@@ -151,7 +151,7 @@ func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.Stat
 // before the lock; the function does all of the hot path in one frame,
 // so that the values it keeps across its calls (the hash, the clock, the
 // lookup) are saved once each.
-func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait time.Duration) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
+func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
 	h, short := s.seed.Short(key)
 	if !short {
 		h = s.seed.Hash(key)
@@ -168,9 +168,9 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait time.Duratio
 	}
 	var next rules.State
 	if rs.OneBucket() { // the token bucket's arithmetic, inlined
-		next, ok = r.ReserveBucket(sp.m.First(i), now, cost, r.WaitTicks(wait))
+		next, ok = r.ReserveBucket(sp.m.First(i), now, cost, wait)
 	} else { // a window algorithm
-		next, ok = r.Reserve(sp.m.First(i), now, cost, r.WaitTicks(wait))
+		next, ok = r.Reserve(sp.m.First(i), now, cost, wait)
 	}
 	if ok {
 		sp.m.SetFirst(i, next)

@@ -128,21 +128,20 @@ func (m *Map) Find(key string, h uint64) (int, bool) {
 		return 0, false
 	}
 	i, p := uint(home(h, len(slots))), probe(h)
-	for {
+	for d := p &^ 0xff; ; i = 0 { // d is p without the tag: the probe's distance plus one, <<8
 		for ; i < uint(len(slots)); i++ { // no bounds check, and no wrap but below
-			top := slots[i].ref >> topShift
-			if top == p {
-				off := uint(uint32(slots[i].ref))
+			ref := slots[i].ref
+			if top := ref >> topShift; top == p {
+				off := uint(uint32(ref))
 				if off+head+n <= uint(len(a)) && (head == 0 || at(a, off) == byte(n)) &&
 					word(a, off+head) == lo && word(a, off+head+n-8) == hi {
 					return int(i), true
 				}
-			} else if top < p&^0xff { // empty, or nearer its home than key would be
+			} else if top < d { // empty, or nearer its home than key would be
 				return 0, false
 			}
-			p += 1 << 8
+			p, d = p+1<<8, d+1<<8
 		}
-		i = 0
 	}
 }
 
