@@ -172,9 +172,7 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 	} else { // a window algorithm
 		next, ok = r.Reserve(sp.m.First(i), now, cost, wait)
 	}
-	if ok {
-		sp.m.SetFirst(i, next)
-	}
+	sp.m.SetFirst(i, next) // on a deny, the state it held: no branch
 	sp.mu.Unlock()
 	return next, t, h, ok, true
 }
