@@ -139,18 +139,19 @@ func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.Stat
 
 // takeOne is the hot path of a spend, or of a reservation within wait
 // ticks (rules.Rule.WaitTicks of the maximum wait; 0 for a spend), of
-// cost tokens for key under rs, a policy of one window (rs.Len() == 1). It hashes key, reads the clock, locks key's stripe and, if the
-// stripe holds key under rs, applies the rule's arithmetic (the token
-// bucket's inlined) and unlocks, returning the state after the call, the
-// reading t it was decided at, key's hash h and whether it spent. For
-// any other key it reports a miss, changing nothing, with h for the slow
-// path (take), so that a call hashes its key once either way. It returns
-// no States, which would cost a 64-byte copy per call.
+// cost tokens for key under rs, a policy of one window (rs.Len() == 1).
+// It hashes key (the 8- to 16-byte case inlined), reads the clock, locks
+// key's stripe and, if the stripe holds key under rs, applies the rule's
+// arithmetic (the token bucket's inlined), stores the state and unlocks,
+// returning the state after the call, the reading t it was decided at,
+// key's hash h and whether it spent. For any other key it reports a
+// miss, changing nothing, with h for the slow path (take), so that a
+// call hashes its key once either way. It returns no States, which would
+// cost a 64-byte copy per call.
 //
-// The hash and the clock reading come in the caller's order of old, both
-// before the lock; the function does all of the hot path in one frame,
-// so that the values it keeps across its calls (the hash, the clock, the
-// lookup) are saved once each.
+// The hash and the clock reading come before the lock, as they did when
+// the callers made them; the whole hot path is one frame, so the values
+// it keeps across its calls (the clock, Find) are saved once each.
 func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
 	h, short := s.seed.Short(key)
 	if !short {
