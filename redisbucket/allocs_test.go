@@ -15,8 +15,8 @@ import (
 // EVALSHA of an empty script makes too).
 const maxAllowAllocs = 8
 
-// TestAllowAllocs: an AllowN that Redis answers, allowed or denied,
-// allocates at most maxAllowAllocs times on average, with the background
+// TestAllowAllocs: an AllowN that Redis answers, allowed or denied, with
+// or without WithPipelining, allocates at most maxAllowAllocs times on average, with the background
 // context that Allow and AllowN use (two more under the race detector).
 func TestAllowAllocs(t *testing.T) {
 	client := newClient(t, server(t).Addr())
@@ -25,11 +25,15 @@ func TestAllowAllocs(t *testing.T) {
 	tight := mustNew(t, client, keyrate.PerHour(1).WithBurst(1),
 		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
 	tight.Allow("k") // empties the bucket: every call below is denied
+	// pipelined's calls, one at a time, go straight out: the batcher adds
+	// a mutex and no allocation.
+	pipelined := mustNew(t, client, keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
+		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout), redisbucket.WithPipelining(redisbucket.Pipelining{}))
 	for _, c := range []struct {
 		name  string
 		store *redisbucket.Store
 		want  bool
-	}{{"allowed", s, true}, {"denied", tight, false}} {
+	}{{"allowed", s, true}, {"denied", tight, false}, {"pipelined", pipelined, true}} {
 		c.store.Allow("k") // loads the script, warms the pool
 		var failed bool
 		n := testing.AllocsPerRun(200, func() {

@@ -21,7 +21,9 @@ var emptyScript = redis.NewScript("return 0")
 
 // BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
 // GCRA script, on the server's TIME, every call allowed so every call
-// writes) and AllowTier under a policy of two windows
+// writes), the same under WithPipelining's defaults (op=allow-pipelined:
+// the calls that arrive while two are in flight go out together, in
+// pipelines of up to 16), and AllowTier under a policy of two windows
 // (op=allow-windows=2) and under a sliding window (op=allow-sliding:
 // the window algorithms' path), Wait (op=wait: the script's reservation mode,
 // never needing to sleep) and AllowN on a key the deny cache denies
@@ -43,6 +45,11 @@ func BenchmarkRedis(b *testing.B) {
 		}}, keyrate.Policy{Name: "sliding", Limits: []keyrate.Limit{
 			keyrate.Limit{Rate: 1_000_000, Per: time.Hour}.Using(keyrate.SlidingWindow),
 		}}))
+	// pipelined is store's twin that sends concurrent calls together
+	// (WithPipelining's defaults).
+	pipelined := mustNew(b, client, keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
+		redisbucket.WithPrefix(uniquePrefix(b)), redisbucket.WithTimeout(time.Second),
+		redisbucket.WithPipelining(redisbucket.Pipelining{}))
 	two, err := store.Tier("two")
 	if err != nil {
 		b.Fatal(err)
@@ -66,6 +73,13 @@ func BenchmarkRedis(b *testing.B) {
 	}{
 		{"allow", func(key string) error {
 			d, err := store.AllowN(key, 1)
+			if err == nil && !d.Allowed {
+				err = fmt.Errorf("AllowN(%q) denied: the benchmark's limit should allow every call", key)
+			}
+			return err
+		}},
+		{"allow-pipelined", func(key string) error {
+			d, err := pipelined.AllowN(key, 1)
 			if err == nil && !d.Allowed {
 				err = fmt.Errorf("AllowN(%q) denied: the benchmark's limit should allow every call", key)
 			}

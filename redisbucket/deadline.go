@@ -92,3 +92,9 @@ func (c *timeoutCtx) Err() error {
 		return nil
 	}
 }
+
+// deadlineOf returns ctx's deadline: every call's context has one.
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}

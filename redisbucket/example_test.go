@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -238,4 +240,39 @@ func ExampleMaxLogRate() {
 	// true
 	// true
 	// false 0 1s true
+}
+
+// WithPipelining changes no answer: here, with no Redis to answer
+// (nothing listens on port 1), eight concurrent calls, queued behind the
+// two in flight and sent together, are each denied by the failure policy
+// and counted as a call, as without it. Its fields are checked by New.
+func ExampleWithPipelining() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerMinute(60),
+		redisbucket.WithTimeout(20*time.Millisecond),
+		redisbucket.WithEvictionAllowed(),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 2, MaxBatch: 16}))
+	if err != nil {
+		panic(err)
+	}
+	var wg sync.WaitGroup
+	var unavailable atomic.Int64
+	for i := range 8 {
+		wg.Go(func() {
+			if d, err := limiter.AllowN(fmt.Sprint("user-", i), 1); !d.Allowed && errors.Is(err, redisbucket.ErrUnavailable) {
+				unavailable.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	st := limiter.Stats()
+	fmt.Println(unavailable.Load(), st.Calls, st.Errors, st.Degraded)
+	_, err = redisbucket.New(client, keyrate.PerMinute(60), redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: -1}))
+	fmt.Println(errors.Is(err, keyrate.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// 8 8 8 8
+	// true
+	// keyrate: invalid option: redisbucket.WithPipelining: pipelining InFlight -1 is not from 0 (the default) to 1024
 }

@@ -23,3 +23,12 @@ func ScriptUnits(l keyrate.Limit) (k, interval, fill int64) {
 	}
 	return u.k, u.interval, u.fill
 }
+
+// Pipelined returns how many calls wait in s's WithPipelining queue and
+// how many turns are taken (calls or pipelines in flight).
+func Pipelined(s *Store) (queued, inflight int) {
+	b := s.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue), b.inflight
+}

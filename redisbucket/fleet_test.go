@@ -120,6 +120,8 @@ var fleetOptions = []struct {
 	// each node may end holding a lease of 3 unused.
 	{"leases", []keyrate.Option{redisbucket.WithLeases(redisbucket.Lease{Size: 3, Life: 100 * time.Millisecond})},
 		fleetLimit.Burst - 1, fleetLimit.Burst - 1 - nodes*3},
+	// One turn per node: a node's goroutines' calls go out in pipelines.
+	{"pipelined", []keyrate.Option{redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1})}, fleetLimit.Burst, fleetLimit.Burst},
 }
 
 func fleetServerTime(t *testing.T, newClient func(testing.TB) redis.UniversalClient, least int, opts ...keyrate.Option) {

@@ -35,11 +35,12 @@ type settings struct {
 	timeSource clock.Clock // nil: the server's TIME
 	// evictionAllowed skips New's check of maxmemory-policy.
 	evictionAllowed bool
-	denyCache       int        // keys of WithDenyCache; 0: none
-	breaker         *Breaker   // WithBreaker's, defaults filled in; nil: none
-	fallbackNodes   int        // WithFallbackNodes's n; 0: 1
-	nodeCount       *NodeCount // WithNodeCount's, defaults filled in; nil: none
-	lease           *Lease     // WithLeases's; nil: none
+	denyCache       int         // keys of WithDenyCache; 0: none
+	breaker         *Breaker    // WithBreaker's, defaults filled in; nil: none
+	fallbackNodes   int         // WithFallbackNodes's n; 0: 1
+	nodeCount       *NodeCount  // WithNodeCount's, defaults filled in; nil: none
+	lease           *Lease      // WithLeases's; nil: none
+	pipelining      *Pipelining // WithPipelining's, defaults filled in; nil: none
 }
 
 func defaults() settings {

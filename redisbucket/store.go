@@ -77,6 +77,7 @@ type Store struct {
 	brk       *breaker   // nil without WithBreaker
 	counter   *counter   // nil without WithNodeCount
 	leases    *leases    // nil without WithLeases
+	batch     *batcher   // nil without WithPipelining
 	// fleetNodes is the fallback's divisor (WithFallbackNodes,
 	// WithNodeCount), written under setMu.
 	fleetNodes atomic.Int64
@@ -191,6 +192,9 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	}
 	if set.lease != nil {
 		s.leases = newLeases(*set.lease, s.localClock())
+	}
+	if p := set.pipelining; p != nil {
+		s.batch = newBatcher(p.InFlight, p.MaxBatch)
 	}
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
@@ -618,16 +622,21 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 	if mode != "" {
 		m = mode
 	}
+	alone := false
+	if s.batch != nil { // the caller's deadline, if shorter than the timeout, is ctx's
+		pd, ok := parent.Deadline()
+		alone = ok && pd.Equal(deadlineOf(ctx))
+	}
 	bp := argPool.Get().(*[]any)
 	if p.log {
 		args := append((*bp)[:0], "evalsha", logSHA, "1", rkey, now, cost, minTTL)
-		return call(ctx, s.client, bp, append(append(args, p.args...), s.baseArg), logSource)
+		return call(ctx, s.client, s.batch, alone, bp, append(append(args, p.args...), s.baseArg), logSource)
 	}
 	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL)
 	if !p.short || mode != "" {
 		args = append(args, p.descArg, s.baseArg, m)
 	}
-	return call(ctx, s.client, bp, append(args, p.args...), gcraSource)
+	return call(ctx, s.client, s.batch, alone, bp, append(args, p.args...), gcraSource)
 }
 
 // fail counts a failed round trip, reports it to the callback, and returns
