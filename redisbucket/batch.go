@@ -38,6 +38,7 @@ import (
 // hands the turn on.
 type batcher struct {
 	slots, max int
+	ds         *deadlines // the store's: bounds a pipeline
 	mu         sync.Mutex
 	inflight   int       // turns taken: straight calls and pipelines in flight
 	queue      []*waiter // calls waiting for a turn, oldest first; empty unless inflight == slots
@@ -62,11 +63,17 @@ const (
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{wake: make(chan struct{}, 1)} }}
 
-// batchPool holds the slices leaders build their pipelines in.
-var batchPool = sync.Pool{New: func() any { return new([]*waiter) }}
+// batch is the calls a leader sends, and their commands.
+type batch struct {
+	ws   []*waiter
+	cmds []redis.Cmder
+}
 
-func newBatcher(slots, max int) *batcher {
-	return &batcher{slots: slots, max: max}
+// batchPool holds the batches leaders build their pipelines in.
+var batchPool = sync.Pool{New: func() any { return new(batch) }}
+
+func newBatcher(slots, max int, ds *deadlines) *batcher {
+	return &batcher{slots: slots, max: max, ds: ds}
 }
 
 // process sends cmd through c, bounded by ctx, straight out or in a
@@ -160,18 +167,18 @@ func (b *batcher) release() {
 // (up to b.max in all) as one pipeline, bounded by w's deadline, then
 // hands the turn on and wakes them with their replies.
 func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
-	bp := batchPool.Get().(*[]*waiter)
-	batch := append((*bp)[:0], w)
+	bt := batchPool.Get().(*batch)
+	bt.ws = append(bt.ws[:0], w)
 	b.mu.Lock()
 	if !w.alone && w.ctx.Err() == nil { // an ended leader sends itself, to fail at once
 		n := 0
 		for _, o := range b.queue {
-			if len(batch) == b.max {
+			if len(bt.ws) == b.max {
 				break
 			}
 			if !o.alone {
 				o.state = taken
-				batch = append(batch, o)
+				bt.ws = append(bt.ws, o)
 				n++
 			}
 		}
@@ -180,25 +187,29 @@ func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 		}
 	}
 	b.mu.Unlock()
-	if len(batch) == 1 {
+	if len(bt.ws) == 1 {
 		_ = c.Process(w.ctx, w.cmd)
 	} else {
-		d, _ := w.ctx.Deadline()
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(w.ctx), d)
-		pipe := c.Pipeline()
-		for _, o := range batch {
-			_ = pipe.Process(ctx, o.cmd)
+		for _, o := range bt.ws {
+			bt.cmds = append(bt.cmds, o.cmd)
 		}
+		ctx := w.ctx
+		if _, ok := ctx.(*timeoutCtx); !ok { // not cancelled but at its deadline already
+			d := deadlineOf(ctx)
+			ctx = &timeoutCtx{Context: context.WithoutCancel(ctx), deadline: d, slot: b.ds.slotFor(d)}
+		}
+		pipe := c.Pipeline()
+		_ = pipe.BatchProcess(ctx, bt.cmds...)
 		_, _ = pipe.Exec(ctx) // each command holds its own reply or error
-		cancel()
 	}
 	b.release()
-	for _, o := range batch[1:] {
+	for _, o := range bt.ws[1:] {
 		o.wake <- struct{}{}
 	}
-	clear(batch)
-	*bp = batch[:0]
-	batchPool.Put(bp)
+	clear(bt.ws)
+	clear(bt.cmds)
+	bt.ws, bt.cmds = bt.ws[:0], bt.cmds[:0]
+	batchPool.Put(bt)
 }
 
 // Pipelining configures WithPipelining. Its zero value is the defaults.
