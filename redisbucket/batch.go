@@ -24,8 +24,8 @@ import (
 // own context too, for one of two things: its reply, sent in another
 // call's pipeline; or a turn, which a call that ends hands to the oldest
 // in the queue. The call given a turn leads: it takes the queue (up to
-// max calls, itself first), sends it as one pipeline, hands the turn on,
-// and wakes each call with its reply. Every call in a pipeline is bounded
+// max calls of its server, itself first), sends it as one pipeline, hands
+// the turn on, and wakes each call with its reply. Every call in a pipeline is bounded
 // by the leader's deadline, which, the leader being the oldest, comes
 // first; a leader whose caller's own deadline is shorter than the store's
 // timeout sends itself alone, so that no caller's haste fails the calls
@@ -39,15 +39,21 @@ import (
 type batcher struct {
 	slots, max int
 	ds         *deadlines // the store's: bounds a pipeline
-	mu         sync.Mutex
-	inflight   int       // turns taken: straight calls and pipelines in flight
-	queue      []*waiter // calls waiting for a turn, oldest first; empty unless inflight == slots
+	// node returns the server a Redis key is on, for a client of several
+	// (nil: one server), or an error: a pipeline holds the calls of one
+	// server only, so that a server that fails or hangs delays no call
+	// to another.
+	node     func(ctx context.Context, key string) (*redis.Client, error)
+	mu       sync.Mutex
+	inflight int       // turns taken: straight calls and pipelines in flight
+	queue    []*waiter // calls waiting for a turn, oldest first; empty unless inflight == slots
 }
 
 // waiter is one queued call.
 type waiter struct {
 	ctx   context.Context // the call's, bounded by the store's timeout
-	alone bool            // the caller's deadline is shorter than the timeout: never leads others
+	alone bool            // the caller's deadline is shorter than the timeout (or its server unknown): never with others
+	node  *redis.Client   // the server the call's key is on (batcher.node), or nil
 	cmd   *redis.IntSliceCmd
 	state wstate        // guarded by batcher.mu
 	wake  chan struct{} // capacity 1: the call's reply is in cmd, or it was handed a turn
@@ -72,8 +78,15 @@ type batch struct {
 // batchPool holds the batches leaders build their pipelines in.
 var batchPool = sync.Pool{New: func() any { return new(batch) }}
 
-func newBatcher(slots, max int, ds *deadlines) *batcher {
-	return &batcher{slots: slots, max: max, ds: ds}
+func newBatcher(slots, max int, ds *deadlines, c redis.UniversalClient) *batcher {
+	b := &batcher{slots: slots, max: max, ds: ds}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		b.node = c.MasterForKey
+	case *redis.Ring:
+		b.node = func(_ context.Context, key string) (*redis.Client, error) { return c.GetShardClientForKey(key) }
+	}
+	return b
 }
 
 // process sends cmd through c, bounded by ctx, straight out or in a
@@ -82,18 +95,23 @@ func newBatcher(slots, max int, ds *deadlines) *batcher {
 // and whether cmd's arguments may be reused (not if a pipeline that may
 // still be writing them holds cmd).
 func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd, alone bool) (err error, reuse bool) {
-	b.mu.Lock()
-	if b.inflight < b.slots {
-		b.inflight++
-		b.mu.Unlock()
-		err = c.Process(ctx, cmd)
-		b.release()
-		return err, true
+	if b.take(nil) {
+		return b.straight(ctx, c, cmd), true
 	}
 	w := waiterPool.Get().(*waiter)
 	w.ctx, w.alone, w.cmd, w.state = ctx, alone, cmd, queued
-	b.queue = append(b.queue, w)
-	b.mu.Unlock()
+	if b.node != nil && !alone { // outside the mutex: it may wait for the cluster's slot map
+		key, _ := cmd.Args()[3].(string)
+		var err error
+		if w.node, err = b.node(ctx, key); err != nil {
+			w.alone = true
+		}
+	}
+	if b.take(w) { // a turn came free meanwhile
+		*w = waiter{wake: w.wake}
+		waiterPool.Put(w)
+		return b.straight(ctx, c, cmd), true
+	}
 	select {
 	case <-w.wake:
 	case <-ctx.Done():
@@ -108,6 +126,27 @@ func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *red
 	*w = waiter{wake: w.wake}
 	waiterPool.Put(w)
 	return err, true
+}
+
+// take takes a free turn, if there is one; if not, it queues w, if any.
+func (b *batcher) take(w *waiter) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inflight < b.slots {
+		b.inflight++
+		return true
+	}
+	if w != nil {
+		b.queue = append(b.queue, w)
+	}
+	return false
+}
+
+// straight sends cmd alone, on a turn it took, and ends the turn.
+func (b *batcher) straight(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd) error {
+	err := c.Process(ctx, cmd)
+	b.release()
+	return err
 }
 
 // leave takes w, whose context ended, out of the batcher, unless its
@@ -164,7 +203,8 @@ func (b *batcher) release() {
 }
 
 // lead sends w, which was handed a turn, with the queued calls after it
-// (up to b.max in all) as one pipeline, bounded by w's deadline, then
+// on its server (up to b.max in all) as one pipeline, bounded by w's
+// deadline, then
 // hands the turn on and wakes them with their replies.
 func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 	bt := batchPool.Get().(*batch)
@@ -176,7 +216,7 @@ func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 			if len(bt.ws) == b.max {
 				break
 			}
-			if !o.alone {
+			if !o.alone && o.node == w.node {
 				o.state = taken
 				bt.ws = append(bt.ws, o)
 				n++
@@ -256,9 +296,12 @@ const (
 //
 // Decisions, the deny cache, the breaker, leases, the failure policies,
 // the observer and Stats work as without the option: each call in a
-// pipeline is still one call, answered and counted on its own. A Redis
-// Cluster client splits each pipeline by node. The client's hooks see
-// pipelines (ProcessPipelineHook) for the calls that went in one.
+// pipeline is still one call, answered and counted on its own. On a
+// redis.ClusterClient a pipeline holds the calls of one master only, by
+// the client's slot map (on a redis.Ring, of one shard), so that a master
+// that fails or hangs delays no call to another; the pipelines of another
+// kind of client may span its servers. The client's hooks see pipelines
+// (ProcessPipelineHook) for the calls that went in one.
 //
 // Pipelining pays when the server or the client is busy with many
 // callers at once (the single-threaded server spends less per call); on

@@ -30,7 +30,7 @@ type gateHook struct {
 	call, pipe atomic.Pointer[chan struct{}] // the gate of the next one, if armed
 	entered    chan string
 	mu         sync.Mutex
-	sizes      []int
+	sent       [][]string // the Redis keys of each pipeline's EVALSHAs
 }
 
 func newGateHook() *gateHook { return &gateHook{entered: make(chan string, 16)} }
@@ -51,10 +51,22 @@ func (h *gateHook) armPipe() (open func()) {
 	return func() { close(g) }
 }
 
+// pipelines returns how many EVALSHAs each pipeline held.
 func (h *gateHook) pipelines() []int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.Clone(h.sizes)
+	var n []int
+	for _, keys := range h.sent {
+		n = append(n, len(keys))
+	}
+	return n
+}
+
+// pipelineKeys returns the Redis keys of each pipeline's EVALSHAs.
+func (h *gateHook) pipelineKeys() [][]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.sent)
 }
 
 func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -73,17 +85,17 @@ func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		n := 0
+		var keys []string
 		for _, c := range cmds {
 			if c.Name() == "evalsha" {
-				n++
+				keys = append(keys, c.Args()[3].(string))
 			}
 		}
-		if n == 0 {
+		if len(keys) == 0 {
 			return next(ctx, cmds) // a new connection's handshake
 		}
 		h.mu.Lock()
-		h.sizes = append(h.sizes, n)
+		h.sent = append(h.sent, keys)
 		h.mu.Unlock()
 		if g := h.pipe.Swap(nil); g != nil {
 			h.entered <- "pipeline"
@@ -132,12 +144,13 @@ func goAllow(ctx context.Context, s *redisbucket.Store, key string) <-chan outco
 
 // TestPipelineBatches: with one turn, the calls that arrive while a call
 // is in flight (held there by a hook, until all have queued) go out as
-// pipelines of at most MaxBatch, in the order they came: 12 calls behind
-// one in flight, batches of 5, are pipelines of 5, 5 and 2. Each call
-// gets its own key's decision: key i had i mod 7 of its 5 tokens spent
-// before, so it is allowed with 4 − i mod 7 left, or denied. On one
-// server and on a Redis Cluster (whose client splits each pipeline by
-// node).
+// pipelines of at most MaxBatch calls of one server, each led by the
+// oldest call queued, in the order they came: on one server, 12 calls
+// behind one in flight, batches of 5, are pipelines of 5, 5 and 2; on a
+// Redis Cluster of 3 masters, the same calls are split by master, as the
+// client's slot map says. Each call gets its own key's decision: key i
+// had i mod 7 of its 5 tokens spent before, so it is allowed with
+// 4 − i mod 7 left, or denied.
 func TestPipelineBatches(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run("redis="+b.name, func(t *testing.T) {
@@ -146,7 +159,8 @@ func TestPipelineBatches(t *testing.T) {
 			hook := newGateHook()
 			client.AddHook(hook)
 			limit := keyrate.PerHour(1).WithBurst(burst)
-			s := mustNew(t, client, limit, redisbucket.WithPrefix(uniquePrefix(t)),
+			prefix := uniquePrefix(t)
+			s := mustNew(t, client, limit, redisbucket.WithPrefix(prefix),
 				redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
 				redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1, MaxBatch: 5}))
 			key := func(i int) string { return fmt.Sprint("k", i) }
@@ -187,8 +201,39 @@ func TestPipelineBatches(t *testing.T) {
 					t.Errorf("key %q (%d spent): %+v, %v; want %+v", key(i), spent(i), o.d, o.err, want)
 				}
 			}
-			if got, want := hook.pipelines(), []int{5, 5, 2}; !slices.Equal(got, want) {
-				t.Errorf("pipelines of %v calls; want %v", got, want)
+			// The pipelines the queue makes: the oldest leads the calls
+			// of its server, up to 5, the rest staying queued in order.
+			server := func(i int) string {
+				if c, ok := client.(*redis.ClusterClient); ok {
+					m, err := c.MasterForKey(t.Context(), prefix+key(i))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return m.Options().Addr
+				}
+				return ""
+			}
+			var want [][]string
+			queue := make([]int, n)
+			for i := range queue {
+				queue[i] = i
+			}
+			for len(queue) > 0 {
+				batch, rest := []string{prefix + key(queue[0])}, []int(nil)
+				for _, i := range queue[1:] {
+					if server(i) == server(queue[0]) && len(batch) < 5 {
+						batch = append(batch, prefix+key(i))
+					} else {
+						rest = append(rest, i)
+					}
+				}
+				want, queue = append(want, batch), rest
+			}
+			if got := hook.pipelineKeys(); !slices.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("pipelines of the keys %q; want %q", got, want)
+			}
+			if _, ok := client.(*redis.ClusterClient); !ok && !slices.Equal(hook.pipelines(), []int{5, 5, 2}) {
+				t.Errorf("pipelines of %v calls; want 5, 5 and 2", hook.pipelines())
 			}
 			if got := s.Stats().Calls - before; got != n+1 {
 				t.Errorf("Stats.Calls counted %d calls; want %d", got, n+1)

@@ -194,7 +194,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		s.leases = newLeases(*set.lease, s.localClock())
 	}
 	if p := set.pipelining; p != nil {
-		s.batch = newBatcher(p.InFlight, p.MaxBatch, s.deadlines)
+		s.batch = newBatcher(p.InFlight, p.MaxBatch, s.deadlines, client)
 	}
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
