@@ -2,6 +2,7 @@ package redisbucket
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -142,11 +143,11 @@ func (b *batcher) take(w *waiter) bool {
 	return false
 }
 
-// straight sends cmd alone, on a turn it took, and ends the turn.
+// straight sends cmd alone, on a turn it took, and ends the turn (even
+// if the client panics).
 func (b *batcher) straight(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd) error {
-	err := c.Process(ctx, cmd)
-	b.release()
-	return err
+	defer b.release()
+	return c.Process(ctx, cmd)
 }
 
 // leave takes w, whose context ended, out of the batcher, unless its
@@ -227,6 +228,20 @@ func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 		}
 	}
 	b.mu.Unlock()
+	sent := false
+	defer func() { // even if the client panics (a hook's panic), the others are answered and the turn goes on
+		b.release()
+		for _, o := range bt.ws[1:] {
+			if !sent {
+				o.cmd.SetErr(errLeaderPanicked)
+			}
+			o.wake <- struct{}{}
+		}
+		clear(bt.ws)
+		clear(bt.cmds)
+		bt.ws, bt.cmds = bt.ws[:0], bt.cmds[:0]
+		batchPool.Put(bt)
+	}()
 	if len(bt.ws) == 1 {
 		_ = c.Process(w.ctx, w.cmd)
 	} else {
@@ -242,15 +257,12 @@ func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 		_ = pipe.BatchProcess(ctx, bt.cmds...)
 		_, _ = pipe.Exec(ctx) // each command holds its own reply or error
 	}
-	b.release()
-	for _, o := range bt.ws[1:] {
-		o.wake <- struct{}{}
-	}
-	clear(bt.ws)
-	clear(bt.cmds)
-	bt.ws, bt.cmds = bt.ws[:0], bt.cmds[:0]
-	batchPool.Put(bt)
+	sent = true
 }
+
+// errLeaderPanicked is the error of the calls of a pipeline whose client
+// panicked while sending it, in the goroutine of another call.
+var errLeaderPanicked = errors.New("redisbucket: the client panicked sending the pipeline")
 
 // Pipelining configures WithPipelining. Its zero value is the defaults.
 type Pipelining struct {

@@ -28,6 +28,7 @@ import (
 // pipeline holds.
 type gateHook struct {
 	call, pipe atomic.Pointer[chan struct{}] // the gate of the next one, if armed
+	panics     atomic.Bool                   // the next pipeline panics
 	entered    chan string
 	mu         sync.Mutex
 	sent       [][]string // the Redis keys of each pipeline's EVALSHAs
@@ -97,6 +98,9 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		h.mu.Lock()
 		h.sent = append(h.sent, keys)
 		h.mu.Unlock()
+		if h.panics.Swap(false) {
+			panic("a hook's panic")
+		}
 		if g := h.pipe.Swap(nil); g != nil {
 			h.entered <- "pipeline"
 			<-*g
@@ -357,6 +361,51 @@ func TestPipelineNoScript(t *testing.T) {
 	}
 	if got := hook.pipelines(); !slices.Equal(got, []int{4}) {
 		t.Errorf("pipelines of %v calls; want one of 4", got)
+	}
+}
+
+// TestPipelinePanic: when the client panics sending a pipeline (here a
+// hook does), the panic is the leader's, whose goroutine it unwinds; the
+// other calls of the pipeline fail (by the failure policy, as an outage)
+// instead of waiting forever, and the turn goes on: the next call is
+// answered by Redis.
+func TestPipelinePanic(t *testing.T) {
+	client := newClient(t, server(t).Addr())
+	hook := newGateHook()
+	client.AddHook(hook)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}))
+	open := hook.armCall()
+	first := goAllow(t.Context(), s, "first")
+	<-hook.entered
+	recovered := make(chan any, 1)
+	go func() {
+		defer func() { recovered <- recover() }()
+		_, _ = s.AllowN("leader", 1)
+	}()
+	waitQueued(t, s, 1)
+	other := goAllow(t.Context(), s, "other")
+	waitQueued(t, s, 2)
+	hook.panics.Store(true)
+	open()
+	within(t, "the first call", first)
+	select {
+	case r := <-recovered:
+		if r != "a hook's panic" {
+			t.Fatalf("the leader recovered %v; want the hook's panic", r)
+		}
+	case <-time.After(answerWithin):
+		t.Fatalf("the leader did not return within %v", answerWithin)
+	}
+	if o := within(t, "the other call of the pipeline", other); o.d.Allowed || !errors.Is(o.err, redisbucket.ErrUnavailable) {
+		t.Fatalf("the other call of the panicked pipeline: %+v, %v; want denied with ErrUnavailable", o.d, o.err)
+	}
+	if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+		t.Fatalf("after the panic, %d queued and %d in flight; want none", q, f)
+	}
+	if d, err := s.AllowN("after", 1); err != nil || !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("AllowN after the panic = %+v, %v; want Redis's answer, allowed with 4 left", d, err)
 	}
 }
 
