@@ -206,7 +206,8 @@ func TestPipelineBatches(t *testing.T) {
 				}
 			}
 			// The pipelines the queue makes: the oldest leads the calls
-			// of its server, up to 5, the rest staying queued in order.
+			// of its server, up to 5, the rest staying queued in order
+			// (a leader with no other call of its server sends alone).
 			server := func(i int) string {
 				if c, ok := client.(*redis.ClusterClient); ok {
 					m, err := c.MasterForKey(t.Context(), prefix+key(i))
@@ -231,7 +232,10 @@ func TestPipelineBatches(t *testing.T) {
 						rest = append(rest, i)
 					}
 				}
-				want, queue = append(want, batch), rest
+				if len(batch) > 1 { // a batch of one is sent alone, not as a pipeline
+					want = append(want, batch)
+				}
+				queue = rest
 			}
 			if got := hook.pipelineKeys(); !slices.EqualFunc(got, want, slices.Equal) {
 				t.Errorf("pipelines of the keys %q; want %q", got, want)
