@@ -1,75 +1,108 @@
-// Package atomicbucket is the lock-free keyrate store: each bucket is one
-// 64-bit word updated with compare-and-swap.
+// Package atomicbucket is the lock-free keyrate store: each key's state is
+// one 64-bit word of a pointer-free table, updated with compare-and-swap.
 package atomicbucket
 
 import (
 	"context"
+	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 
-	"github.com/puzpuzpuz/xsync/v3"
-
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/casmap"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/layout"
 	"github.com/keyrate/keyrate/internal/retries"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
 // Store is a keyrate.Limiter that keeps each key's packed state (see the
-// keyrate package documentation) in an atomic.Uint64, in an xsync.MapOf
-// from key to word.
+// keyrate package documentation) in a word of a pointer-free hash table
+// (package internal/casmap), updated with compare-and-swap.
 //
-// A call looks the key up (lock-free for a known key), reads the clock and
-// runs a compare-and-swap loop: load the word, apply keyrate's shared
-// transition, and swap the result in if no other goroutine changed the word
-// meanwhile, else retry with the fresh word. A denied request writes
-// nothing, so a hot key that is being denied is read-shared by every core.
-// The reading of now is not retaken on a retry: a stale reading can only
-// find fewer tokens (see the keyrate package documentation), so the loop
-// never over-admits.
+// A call hashes the key once (a seeded hash/maphash), finds the key's slot
+// without taking a lock (the hash's top bits pick a segment of the table,
+// its low bits the slot, and the key's bytes are compared in an
+// append-only arena), reads the clock and runs a compare-and-swap loop:
+// load the word, apply keyrate's shared transition, and swap the result in
+// if no other goroutine changed the word meanwhile, else retry with the
+// fresh word. A denied request writes nothing, so a hot key that is being
+// denied is read-shared by every core. The reading of now is not retaken
+// on a retry: a stale reading can only find fewer tokens (see the keyrate
+// package documentation), so the loop never over-admits. A key of several
+// windows uses its word as its lock as well: a call swaps the word to a
+// locked value from the state it read, reads and writes every window, and
+// releases the lock by storing window 0's new state.
 //
 // # Memory
 //
-// The store removes the words of idle keys exactly: only a word that is
-// full again (idle for at least Limit.FillTime since it was last emptied),
-// which is indistinguishable from a new one. The sweep swaps such a word to
-// a tombstone, a value no live word holds, with one compare-and-swap from the very value it judged
-// full, then deletes it from the map; a spend's compare-and-swap therefore
-// either lands before the mark (and the sweep leaves the word alone) or
-// finds the mark and looks the key up again, so no spend is ever lost.
+// The table holds no pointer but the segments' short policy indexes and
+// the lists of their arena chunks, so the garbage collector does not scan
+// the keys. A slot is 16 bytes (window 0's state, and a word naming the
+// key's record in the arena, its policy and 8 bits of its hash), in a
+// table kept between 7/12 and 7/8 full; a record is the key's bytes after
+// its length (or, with keyrate.WithHashedKeys, the key's 64-bit hash),
+// then its other windows' states. With a million 16-byte keys the store
+// holds about 45 bytes a key, and a forced GC has nothing of theirs to
+// mark (BenchmarkMemory).
 //
-// A sweep falls due after as many insertions of new keys as the previous
-// one left keys (amortised one key examined per insertion) and runs on a
-// short-lived goroutine of its own, holding one lock at a time, so that no
-// request pays for walking the map; inserters wait for it only if it falls
-// a whole period behind. Sweeps also run in the background with
-// keyrate.WithSweepInterval, and on demand with Sweep.
+// Writers take the lock of the key's segment (a power of two of them, 4
+// per GOMAXPROCS, padded to cache lines): a new key, a removal, a change
+// of policy and a rebuild of the segment's table. A rebuild (growing the
+// table by half once it is 7/8 full of live and removed keys, shrinking it
+// after a sweep, dropping removed keys) swaps every key's word to a moved
+// mark, copies it into the new table and publishes that: a spend whose
+// swap finds the mark waits for the rebuild and looks the key up again.
+// Known keys wait only while their segment is being rebuilt, and never
+// for anything else.
 //
-// keyrate.WithMaxKeys caps the keys tracked: a new key that finds the
-// store full examines at most 64 words for one it can evict, or that a
-// sweep is removing (and starts a whole sweep at most once per cap/16
-// such refusals), tries once more for a slot, and otherwise fails closed
-// with keyrate.ErrStoreFull. Len and Stats.Keys read one counter, a
-// snapshot never above the cap. keyrate.WithHashedKeys keeps a seeded
-// 64-bit hash instead of each key. See package internal/sweep for the
-// argument that eviction never changes a decision.
+// The store removes idle keys exactly: only a key whose bucket is full
+// again (idle for at least Limit.FillTime since it was last emptied),
+// which is indistinguishable from a new one. The sweep swaps such a word
+// to a tombstone, a value no live word holds, with one compare-and-swap
+// from the very value it judged full, under the segment's lock; a spend's
+// compare-and-swap therefore either lands before the mark (and the sweep
+// leaves the word alone) or finds the mark and looks the key up again, so
+// no spend is ever lost. A removed slot is never reused: the key goes into
+// a new slot, and the dead one is dropped when the table is rebuilt.
 //
-// A Store is safe for concurrent use. Create one with New, and Close it
-// when done with it (Close stops the background sweeper and waits for a
-// sweep in flight); the zero value is not usable. Known keys
-// cost no allocation; each new key allocates one bucket (the word and its
-// policy; a key of several windows, an array of its other states too). Options:
-// keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys (default
-// no cap), keyrate.WithSweepInterval (default no background sweeper) and
-// keyrate.WithHashedKeys (default off).
+// Every insertion of a new key first examines 16 keys of its segment, a
+// run of slots from a random one, under the lock it already holds, and
+// removes those that have been full for the eviction grace period
+// (keyrate.WithEvictionGrace): bounded work per insertion that keeps a
+// store without a cap within about 16/15 of its keys that are not full.
+// The whole store is swept segment by segment, one lock at a time and
+// letting go of it every 256 keys, on demand with Sweep and in the
+// background with keyrate.WithSweepInterval (which turns off the sampling
+// on insertion, except in a full store).
+//
+// keyrate.WithMaxKeys caps the keys tracked. A new key that finds the
+// store full, and no full key in its segment's sample, makes the caller
+// sweep the whole store, at most once per cap/16 such refusals, and
+// otherwise examine at most 64 keys of the segments that follow its own,
+// evicting the full ones; it then tries once more, and fails closed with
+// keyrate.ErrStoreFull if the store is still full. Len and Stats.Keys read
+// one counter, a snapshot never above the cap. See package internal/sweep
+// for the argument that eviction never changes a decision.
+//
+// A Store is safe for concurrent use. Create one with New, and Close it if
+// it has a background sweeper; the zero value is not usable. Known keys
+// cost no allocation; a new key may grow its segment's table or arena,
+// amortised over the keys that filled them. A segment refuses a new key
+// with keyrate.ErrStoreFull, as a full store does, only if its arena would
+// pass 2 GiB or its keys be under more than 65535 policies at once.
+// Options: keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys
+// (default no cap), keyrate.WithSweepInterval (default no background
+// sweeper) and keyrate.WithHashedKeys (default off).
 //
 // # Policies
 //
 // The store implements keyrate.PolicyLimiter: keyrate.WithPolicies (default
 // none besides the Limit given to New) and keyrate.WithPolicyFunc (default:
 // the default policy for every key) give it tiers and policies of several
-// windows, SetPolicy changes them at runtime, Refund gives tokens back.
+// windows, SetPolicy changes them at runtime, Refund gives tokens back. A
+// key whose policy changes gets a new slot, with its states carried over.
 //
 // # Waiting
 //
@@ -82,25 +115,13 @@ import (
 // compare-and-swap, from the very state the reservation left.
 type Store struct {
 	pols  *rules.Policies
-	strs  *xsync.MapOf[string, *bucket] // words.Strings(), for the hot path
-	words sweep.Map[*bucket]
+	m     casmap.Map
+	floor sweep.Floor // the latest reading an evicted key was full at
+	book  sweep.Book
+	pacer sweep.Pacer   // paces whole sweeps on refusals by a full store
+	grace time.Duration // config.Settings.EvictionGrace
+	bg    *sweep.Background
 }
-
-// bucket is one key's packed states under one policy. Window 0's state
-// is the atomic word w: rules.Tombstone once swept, and sweep.Fresh
-// until first spent from. A one-window bucket is just that word, updated
-// by compare-and-swap. A bucket of several windows keeps windows 1 and on
-// in rest, and uses w as its lock as well: a call swaps w to locked (from
-// the state it read), reads and writes every window, and releases the lock
-// by storing window 0's new state in w.
-type bucket struct {
-	rules *rules.Rules
-	w     atomic.Uint64
-	rest  *[keyrate.MaxLimits - 1]rules.State // guarded by the lock in w
-}
-
-// locked is w's value while a call holds a bucket of several windows.
-const locked = uint64(sweep.Fresh - 1)
 
 var (
 	_ keyrate.Limiter        = (*Store)(nil)
@@ -108,6 +129,15 @@ var (
 	_ keyrate.PolicyLimiter  = (*Store)(nil)
 	_ keyrate.WaitLimiter    = (*Store)(nil)
 )
+
+// segments returns the segment count: 4 per GOMAXPROCS, rounded up to a
+// power of two. A segment's lock is taken only by writers (new keys,
+// removals, rebuilds), so fewer suffice than the striped store's stripes.
+func segments() int { return layout.NextPow2(4 * runtime.GOMAXPROCS(0)) }
+
+// sampled is how many keys of its segment an insertion examines for
+// eviction (see the Store documentation).
+const sampled = 16
 
 // New returns a store enforcing limit on every key, or the policies of
 // keyrate.WithPolicies and keyrate.WithPolicyFunc. It returns an error
@@ -117,119 +147,40 @@ var (
 // keyrate.SlidingLog, here and in SetPolicy, with an error wrapping
 // keyrate.ErrUnsupportedAlgorithm.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
-	s := new(Store)
-	if err := s.words.Init(&s.pols, limit, opts, newBucket); err != nil {
+	set, err := config.Configure(nil, opts...)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.pols.RefuseLog("atomicbucket"); err != nil {
-		s.words.Close() // stops a background sweeper
+	pols, err := rules.NewPolicies(limit, set)
+	if err != nil {
 		return nil, err
 	}
-	s.strs = s.words.Strings()
+	if err := pols.RefuseLog("atomicbucket"); err != nil {
+		return nil, err
+	}
+	s := &Store{pols: pols, grace: set.EvictionGrace}
+	s.m.Init(segments(), set.HashedKeys)
+	s.book.Init(set.MaxKeys)
+	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
+	s.bg = sweep.Start(set.SweepInterval, s.routineSweep)
 	return s, nil
 }
 
-// newBucket returns a new bucket under rs in states st (Fresh if nil).
-func newBucket(rs *rules.Rules, st []rules.State) *bucket {
-	b := &bucket{rules: rs}
-	if rs.Len() > 1 {
-		b.rest = new([keyrate.MaxLimits - 1]rules.State)
-	}
-	if st == nil {
-		b.w.Store(uint64(sweep.Fresh))
-		return b
-	}
-	b.w.Store(uint64(st[0]))
-	if b.rest != nil {
-		copy(b.rest[:], st[1:])
-	}
-	return b
-}
-
-// Rules returns the policy b is under. See sweep.Bucket.
-func (b *bucket) Rules() *rules.Rules { return b.rules }
-
-// lock takes the lock of a bucket of several windows and returns window
-// 0's state, or reports swept.
-func (b *bucket) lock() (v rules.State, swept bool) {
-	for {
-		old := b.w.Load()
-		switch old {
-		case uint64(rules.Tombstone):
-			return 0, true
-		case locked:
-			runtime.Gosched() // held for a few loads and stores
-			continue
-		}
-		if b.w.CompareAndSwap(old, locked) {
-			return rules.State(old), false
-		}
-	}
-}
-
-// load copies the states of a locked bucket into s, window 0's being v.
-func (b *bucket) load(v rules.State, s []rules.State) {
-	s[0] = v
-	copy(s[1:], b.rest[:len(s)-1])
-}
-
-// unlock stores the states s into a locked bucket and releases it.
-func (b *bucket) unlock(s []rules.State) {
-	copy(b.rest[:len(s)-1], s[1:])
-	b.w.Store(uint64(s[0]))
-}
-
-// Evict marks b swept if every window is full at reading t. See
-// sweep.Bucket.
-func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
-	if b.rest == nil {
-		r := b.rules.Rule(0)
-		now := r.Ticks(t)
-		for {
-			old := b.w.Load()
-			if rules.State(old) >= sweep.Fresh || !r.Full(rules.State(old), now) {
-				return false
-			}
-			floor.Raise(r.Reading(rules.State(old))) // harmless if the swap then fails
-			if b.w.CompareAndSwap(old, uint64(rules.Tombstone)) {
-				return true
-			}
-		}
-	}
-	if v := b.w.Load(); v >= uint64(sweep.Fresh)-1 { // locked, fresh or swept: not full
-		return false
-	}
-	v, swept := b.lock()
-	if swept {
-		return false
-	}
-	var s [keyrate.MaxLimits]rules.State
-	n := b.rules.Len()
-	b.load(v, s[:n])
-	if v == sweep.Fresh || !b.rules.Full(s[:n], t) {
-		b.w.Store(uint64(v))
-		return false
-	}
-	floor.Raise(b.rules.Reading(s[:n]))
-	b.w.Store(uint64(rules.Tombstone))
-	return true
-}
-
-// spend runs the CAS loop on a one-window bucket under r at tick now: it
+// spend runs the CAS loop on a one-window slot under r at tick now: it
 // spends cost tokens if the bucket holds them (or reserves them, if they
 // are there within wait ticks: rules.Rule.Reserve) and returns the state
-// after the call. It returns sweep.Fresh, and does nothing, if b is swept or not
-// spent from yet: SpendRare's case. It calls nothing: the token bucket's
-// arithmetic and the count of a failed swap (internal/retries) are
-// inlined, so that it needs no stack frame.
-func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.State, bool) {
+// after the call. It returns the sentinel it found, and does nothing, if
+// the slot is dead or moved (a state at or above casmap.Moved). It calls
+// nothing: the token bucket's arithmetic and the count of a failed swap
+// (internal/retries) are inlined, so that it needs no stack frame.
+func spend(r *rules.Rule, ref casmap.Ref, now uint64, cost int, wait uint64) (rules.State, bool) {
 	for {
-		old := rules.State(b.w.Load())
-		if old >= sweep.Fresh {
-			return sweep.Fresh, false
+		old := ref.Load()
+		if old >= casmap.Moved {
+			return old, false
 		}
 		next, ok := r.ReserveBucket(old, now, cost, wait)
-		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
+		if !ok || ref.CompareAndSwap(old, next) {
 			return next, ok
 		}
 		retries.Add(now)
@@ -239,174 +190,43 @@ func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.S
 // spendWindow is spend for a rule of a window algorithm: the same loop,
 // over rules.Rule.Reserve, which is not inlined (spend's loop keeps the
 // token bucket's arithmetic inlined, and calls nothing).
-func spendWindow(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (rules.State, bool) {
+func spendWindow(r *rules.Rule, ref casmap.Ref, now uint64, cost int, wait uint64) (rules.State, bool) {
 	for {
-		old := rules.State(b.w.Load())
-		if old >= sweep.Fresh {
-			return sweep.Fresh, false
+		old := ref.Load()
+		if old >= casmap.Moved {
+			return old, false
 		}
 		next, ok := r.Reserve(old, now, cost, wait)
-		if !ok || b.w.CompareAndSwap(uint64(old), uint64(next)) {
+		if !ok || ref.CompareAndSwap(old, next) {
 			return next, ok
 		}
 		retries.Add(now)
 	}
 }
 
-// SpendRare spends from a bucket that may be swept (it reports swept and
-// does nothing), not spent from yet (it reads as the floor), or of several
-// windows. See sweep.Bucket.
-func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
-	if b.rest != nil {
-		v, swept := b.lock()
-		if swept {
-			return s, t, 0, true
+// spendOne spends (or reserves) cost from ref, a slot of rs, at reading t
+// within wait, and writes the states after the call into s. It returns
+// rules.Rules.Take's result and the sentinel (rules.Tombstone or
+// casmap.Moved) it found instead, if any, having done nothing.
+func spendOne(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int, wait time.Duration, s *sweep.States) (denied int, sentinel rules.State) {
+	n := rs.Len()
+	if n == 1 {
+		r := rs.Rule(0)
+		state, ok := spendWindow(r, ref, r.Ticks(t), cost, r.WaitTicks(wait))
+		if state >= casmap.Moved {
+			return 0, state
 		}
-		n := b.rules.Len()
-		if v == sweep.Fresh {
-			t = floor.Start(b.rules, t, s[:n])
-		} else {
-			b.load(v, s[:n])
-		}
-		_, denied := b.rules.Reserve(s[:n], t, cost, wait) // a denied first spend keeps the floor: so that it can be swept
-		b.unlock(s[:n])
-		return s, t, denied, false
+		s[0] = state
+		return sweep.Denied(ok), 0
 	}
-	r := b.rules.Rule(0)
-	for {
-		old := rules.State(b.w.Load())
-		at, state := t, old
-		switch old {
-		case rules.Tombstone:
-			return s, t, 0, true
-		case sweep.Fresh:
-			at = floor.Start(b.rules, t, s[:1])
-			state = s[0]
-		}
-		next, ok := r.Reserve(state, r.Ticks(at), cost, r.WaitTicks(wait))
-		if !ok {
-			if old != sweep.Fresh {
-				s[0] = old
-				return s, at, 0, false
-			}
-			next = state // the floor, if a first spend is denied: so that it can be swept
-		}
-		if b.w.CompareAndSwap(uint64(old), uint64(next)) {
-			s[0] = next
-			if ok {
-				return s, at, -1, false
-			}
-			return s, at, 0, false
-		}
+	v, sentinel := ref.Lock()
+	if sentinel != 0 {
+		return 0, sentinel
 	}
-}
-
-// Refund gives cost tokens back to b. See sweep.Bucket.
-func (b *bucket) Refund(t time.Duration, cost int) bool {
-	if b.rest != nil {
-		v, swept := b.lock()
-		if swept {
-			return true
-		}
-		var s [keyrate.MaxLimits]rules.State
-		n := b.rules.Len()
-		b.load(v, s[:n])
-		if v != sweep.Fresh {
-			b.rules.Refund(s[:n], t, cost)
-		}
-		b.unlock(s[:n])
-		return false
-	}
-	r := b.rules.Rule(0)
-	now := r.Ticks(t)
-	for {
-		old := rules.State(b.w.Load())
-		switch old {
-		case rules.Tombstone:
-			return true
-		case sweep.Fresh:
-			return false
-		}
-		if b.w.CompareAndSwap(uint64(old), uint64(r.Refund(old, now, cost))) {
-			return false
-		}
-	}
-}
-
-// Cancel gives back a reservation's tokens if b allows it. See
-// sweep.Bucket.
-func (b *bucket) Cancel(end rules.State, slot time.Duration, cost int) bool {
-	var s [keyrate.MaxLimits]rules.State
-	if b.rest != nil {
-		v, swept := b.lock()
-		if swept {
-			return false
-		}
-		n := b.rules.Len()
-		b.load(v, s[:n])
-		ok := v != sweep.Fresh && b.rules.Cancel(s[:n], end, b.rules.Now(), slot, cost)
-		b.unlock(s[:n])
-		return ok
-	}
-	for {
-		old := rules.State(b.w.Load())
-		if old >= sweep.Fresh {
-			return false
-		}
-		s[0] = old
-		// The clock is read after the load: no request decided before
-		// it holds a later reading (see rules.Rule.Cancel).
-		if !b.rules.Cancel(s[:1], end, b.rules.Now(), slot, cost) {
-			return false
-		}
-		if b.w.CompareAndSwap(uint64(old), uint64(s[0])) {
-			return true
-		}
-	}
-}
-
-// Retire marks b swept and returns its states. See sweep.Bucket.
-func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
-	if b.rest != nil {
-		v, swept := b.lock()
-		if swept {
-			return s, false, false
-		}
-		if v != sweep.Fresh {
-			b.load(v, s[:b.rules.Len()])
-		}
-		b.w.Store(uint64(rules.Tombstone))
-		return s, v == sweep.Fresh, true
-	}
-	for {
-		old := rules.State(b.w.Load())
-		if old == rules.Tombstone {
-			return s, false, false
-		}
-		if b.w.CompareAndSwap(uint64(old), uint64(rules.Tombstone)) {
-			s[0] = old
-			return s, old == sweep.Fresh, true
-		}
-	}
-}
-
-// Swept reports whether b is swept. See sweep.Bucket.
-func (b *bucket) Swept() bool { return b.w.Load() == uint64(rules.Tombstone) }
-
-// States returns b's states. See sweep.Bucket.
-func (b *bucket) States() (s sweep.States, live bool) {
-	if b.rest == nil {
-		v := rules.State(b.w.Load())
-		s[0] = v
-		return s, v < sweep.Fresh
-	}
-	v, swept := b.lock()
-	if swept {
-		return s, false
-	}
-	b.load(v, s[:b.rules.Len()])
-	b.w.Store(uint64(v))
-	return s, v != sweep.Fresh
+	ref.LoadStates(v, s[:n])
+	_, denied = rs.Reserve(s[:n], t, cost, wait)
+	ref.Unlock(s[:n])
+	return denied, 0
 }
 
 // Allow reports whether one token may be spent for key now, and spends it
@@ -424,21 +244,26 @@ func (s *Store) Allow(key string) bool {
 			return false
 		}
 	}
-	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
-		if b, ok := s.strs.Load(key); ok && b.rules == rs {
+	if rs.Unlimited() {
+		return true
+	}
+	h := s.m.Hash(key)
+	if rs.Len() == 1 { // the hot path: a known key
+		if ref := s.m.Find(s.m.Segment(h), key, h); ref.Rules() == rs {
 			r := rs.Rule(0)
 			state, ok := rules.State(0), false
 			if rs.OneBucket() {
-				state, ok = spend(r, b, r.Now(), 1, 0)
+				state, ok = spend(r, ref, r.Now(), 1, 0)
 			} else {
-				state, ok = spendWindow(r, b, r.Now(), 1, 0)
+				state, ok = spendWindow(r, ref, r.Now(), 1, 0)
 			}
-			if state != sweep.Fresh {
+			if state < casmap.Moved {
 				return ok
 			}
 		}
 	}
-	return s.words.Allow(key, rs)
+	_, _, denied, err := s.take(key, h, rs, 1, 0)
+	return err == nil && denied < 0
 }
 
 // allowObserved is Allow for a store with an observer: AllowN, which
@@ -492,22 +317,192 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 	if err := rs.CheckCost(cost); err != nil {
 		return keyrate.Decision{}, err
 	}
-	if s.strs != nil && rs.Len() == 1 { // the hot path: a known string key
-		if b, ok := s.strs.Load(key); ok && b.rules == rs {
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision(), nil
+	}
+	h := s.m.Hash(key)
+	if rs.Len() == 1 { // the hot path: a known key
+		if ref := s.m.Find(s.m.Segment(h), key, h); ref.Rules() == rs {
 			r := rs.Rule(0)
 			now := r.Now()
 			state, ok := rules.State(0), false
 			if rs.OneBucket() {
-				state, ok = spend(r, b, now, cost, 0)
+				state, ok = spend(r, ref, now, cost, 0)
 			} else {
-				state, ok = spendWindow(r, b, now, cost, 0)
+				state, ok = spendWindow(r, ref, now, cost, 0)
 			}
-			if state != sweep.Fresh {
+			if state < casmap.Moved {
 				return r.Decide(state, now, cost, ok), nil
 			}
 		}
 	}
-	return s.words.AllowN(key, rs, cost)
+	st, at, denied, err := s.take(key, h, rs, cost, 0)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return rs.Decide(st[:rs.Len()], at, cost, denied), nil
+}
+
+// take spends cost for key, whose hash is h, under rs, or reserves it
+// within wait (see takeOnce), and if the store is full and key new, does
+// what full does.
+func (s *Store) take(key string, h uint64, rs *rules.Rules, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
+	st, at, denied, full := s.takeOnce(key, h, rs, cost, wait)
+	if full {
+		return s.full(key, h, rs, cost, wait)
+	}
+	return st, at, denied, nil
+}
+
+// takeOnce is the slow path of a spend or reservation: it spends cost
+// tokens for key under rs at a fresh reading if every window of its
+// bucket holds them (or reserves them within wait: rules.Rules.Reserve),
+// and returns the states after the call, the reading it was decided at
+// and rules.Rules.Take's result. A known key under rs is spent from
+// without a lock (waiting for a rebuild of its segment if it finds its
+// slot moved); anything else is done under the segment's lock (locked).
+// It reports full, and does nothing, when key is new and the cap (or its
+// segment's table) leaves no room for it.
+func (s *Store) takeOnce(key string, h uint64, rs *rules.Rules, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
+	sg := s.m.Segment(h)
+	for {
+		ref := s.m.Find(sg, key, h)
+		// Read after the lookup: a key that replaced a removed one is
+		// then spent at a reading no older than the sweep's.
+		t := rs.Now()
+		if ref.Rules() != rs { // missing, or under another policy
+			return s.locked(sg, key, h, rs, t, cost, wait)
+		}
+		denied, sentinel := spendOne(ref, rs, t, cost, wait, &st)
+		switch sentinel {
+		case 0:
+			return st, t, denied, false
+		case casmap.Moved:
+			sg.Wait()
+		}
+		// Moved or removed meanwhile: look the key up again.
+	}
+}
+
+// locked is takeOnce for a key that was missing from its segment sg or
+// under another policy than rs, at reading t, under sg's lock.
+//
+// A missing key is a bucket in the floor's states: a full bucket at every
+// reading from the floor on, where it agrees with every evicted bucket,
+// and before it (a clock stepped back) one with fewer tokens than theirs.
+// The reading t was taken before the lock, so it may predate a sweep that
+// ran while this call waited and evicted this very key: if it is older
+// than the floor it is read again, under the lock (sweep.Floor.Start),
+// and so no older than the sweep's reading, at which the evicted bucket
+// was full, for a clock that never runs backwards. (The clock is read
+// under the lock only then: a test's hook clock runs a sweep at a call's
+// first reading.) The key is inserted in the states after the spend,
+// unless the spend is denied (which it can be only under a clock stepped
+// back past the floor).
+// Before inserting, it examines sampled keys of sg and evicts those that
+// have been full for the grace period (any full one if the store is
+// full). A key under another policy is carried over to rs
+// (rules.Rules.Carry) into a new slot, and its old slot retired.
+func (s *Store) locked(sg *casmap.Segment, key string, h uint64, rs *rules.Rules, t time.Duration, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
+	sg.Lock()
+	defer sg.Unlock()
+	n := rs.Len()
+	ref := s.m.Find(sg, key, h) // live and not moving: both take this lock
+	switch from := ref.Rules(); {
+	case from == rs:
+		denied, _ = spendOne(ref, rs, t, cost, wait, &st)
+		return st, t, denied, false
+	case ref.Found():
+		old := s.m.Retire(sg, ref)
+		rs.Carry(from, old[:from.Len()], t, st[:n])
+		_, denied = rs.Reserve(st[:n], t, cost, wait)
+		if !s.m.Insert(sg, key, h, rs, st[:n]) {
+			s.book.Release(1) // the key is gone: a full bucket next time
+			return st, t, 0, true
+		}
+		return st, t, denied, false
+	}
+	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
+		s.removed(s.m.Sample(sg, s.routine(t), &s.floor, sampled))
+	}
+	t = s.floor.Start(rs, t, st[:n])
+	if _, denied = rs.Reserve(st[:n], t, cost, wait); denied >= 0 { // only for a clock that went back past the floor
+		return st, t, denied, false
+	}
+	if !s.book.Reserve() {
+		return st, t, 0, true
+	}
+	if !s.m.Insert(sg, key, h, rs, st[:n]) {
+		s.book.Release(1)
+		return st, t, 0, true
+	}
+	return st, t, -1, false
+}
+
+// removed counts n keys evicted.
+func (s *Store) removed(n int) {
+	s.book.Release(n)
+	s.book.Evicted(n)
+}
+
+// full is what a request for a new key does when the store is full and
+// its segment's sample freed nothing: a whole sweep, if one is due
+// (sweep.Pacer), else a bounded scan of the other segments (evictOne);
+// then one more try, and refusal if that finds the store full again.
+func (s *Store) full(key string, h uint64, rs *rules.Rules, cost int, wait time.Duration) (sweep.States, time.Duration, int, error) {
+	if s.pacer.Charge(sweep.RefusalWeight) {
+		s.Sweep()
+		s.pacer.Swept()
+	} else {
+		s.evictOne(h)
+	}
+	st, at, denied, full := s.takeOnce(key, h, rs, cost, wait)
+	if full {
+		return st, at, 0, s.refuse()
+	}
+	return st, at, denied, nil
+}
+
+// errTableFull is the refusal of a new key by a segment whose table cannot
+// take it (casmap.Map.Insert) in a store that is not full.
+var errTableFull = fmt.Errorf("%w: the key's segment holds 2 GiB of keys or 65535 policies", keyrate.ErrStoreFull)
+
+// refuse counts a refused request and returns its error: the cap's, or
+// errTableFull if the store is not full.
+func (s *Store) refuse() error {
+	if err := s.book.Refuse(); s.book.Full() && err != nil {
+		return err
+	}
+	return errTableFull
+}
+
+// refusalSegments is the most segments evictOne visits.
+const refusalSegments = 1024
+
+// evictOne is a refused insertion's bounded search for room: it visits the
+// segments after h's in turn, one lock at a time, examining at most
+// sweep.RefusalScan keys, evicts the full keys it examines, and stops after
+// the first segment where it evicted any.
+func (s *Store) evictOne(h uint64) {
+	budget := sweep.RefusalScan
+	segs := s.m.Segments()
+	first := s.m.Index(h)
+	for i := 1; i <= segs && i <= refusalSegments && budget > 0; i++ {
+		sg := s.m.At((first + i) % segs)
+		now := s.pols.Now()
+		sg.Lock()
+		n := min(budget, s.m.Len(sg))
+		removed := 0
+		if n > 0 {
+			removed = s.m.Sample(sg, now, &s.floor, n)
+		}
+		sg.Unlock()
+		s.removed(removed)
+		if removed > 0 {
+			return
+		}
+		budget -= n
+	}
 }
 
 // Reserve reserves cost tokens of key for the earliest slot at most
@@ -539,29 +534,36 @@ type front Store
 // ReserveOne is the known-key fast path. See sweep.Reserver.
 func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Duration) (state rules.State, t time.Duration, ok, hit bool) {
 	s := (*Store)(f)
-	if s.strs == nil || rs.Len() != 1 {
+	if rs.Len() != 1 {
 		return 0, 0, false, false
 	}
-	b, found := s.strs.Load(key)
-	if !found || b.rules != rs {
+	h := s.m.Hash(key)
+	ref := s.m.Find(s.m.Segment(h), key, h)
+	if ref.Rules() != rs {
 		return 0, 0, false, false
 	}
 	r := rs.Rule(0)
 	t = rs.Now()
 	if rs.OneBucket() {
-		state, ok = spend(r, b, r.Ticks(t), cost, r.WaitTicks(wait))
+		state, ok = spend(r, ref, r.Ticks(t), cost, r.WaitTicks(wait))
 	} else {
-		state, ok = spendWindow(r, b, r.Ticks(t), cost, r.WaitTicks(wait))
+		state, ok = spendWindow(r, ref, r.Ticks(t), cost, r.WaitTicks(wait))
 	}
-	if state != sweep.Fresh {
+	if state < casmap.Moved {
 		return state, t, ok, true
 	}
 	return 0, 0, false, false
 }
 
-// ReserveRare is the slow path. See sweep.Reserver.
+// ReserveRare is the slow path: a new key, or one under another policy
+// or of several windows. See sweep.Reserver.
 func (f *front) ReserveRare(key string, rs *rules.Rules, cost int, wait time.Duration) (keyrate.Reservation, error) {
-	return f.words.Reserve(f, key, rs, cost, wait)
+	s := (*Store)(f)
+	st, at, denied, err := s.take(key, s.m.Hash(key), rs, cost, max(wait, 0))
+	if err != nil {
+		return keyrate.Reservation{}, err
+	}
+	return rs.Reserved(f, key, st[:rs.Len()], at, cost, wait, denied), nil
 }
 
 // Cancel is the store's Cancel. See sweep.Reserver.
@@ -570,23 +572,226 @@ func (f *front) Cancel(r keyrate.Reservation) bool { return (*Store)(f).Cancel(r
 // Cancel gives back the tokens of a reservation this store made, if its
 // slot has not come and the key's bucket has not changed since. See
 // keyrate.Reservation.Cancel.
-func (s *Store) Cancel(r keyrate.Reservation) bool { return s.words.Cancel(r) }
+func (s *Store) Cancel(r keyrate.Reservation) bool {
+	rs := rules.ReservationRules(r)
+	if rs == nil || !r.OK() || rs.Unlimited() {
+		return false
+	}
+	key := r.Key()
+	h := s.m.Hash(key)
+	sg := s.m.Segment(h)
+	end, slot, cost := rules.ReservationEnd(r), r.At(), r.Cost()
+	for {
+		ref := s.m.Find(sg, key, h)
+		if ref.Rules() != rs {
+			return false
+		}
+		ok, sentinel := cancel(ref, rs, end, slot, cost)
+		switch sentinel {
+		case 0:
+			return ok
+		case casmap.Moved:
+			sg.Wait()
+			continue // the same bucket, in the new table
+		}
+		return false // removed: the bucket changed
+	}
+}
+
+// cancel gives back the cost tokens of a reservation under rs that left
+// window 0 in state end, with its slot at reading slot, from ref, if the
+// bucket allows it (rules.Rules.Cancel), reading the clock after loading
+// the states; it returns whether it did, or the sentinel it found.
+func cancel(ref casmap.Ref, rs *rules.Rules, end rules.State, slot time.Duration, cost int) (bool, rules.State) {
+	var s sweep.States
+	n := rs.Len()
+	if n > 1 {
+		v, sentinel := ref.Lock()
+		if sentinel != 0 {
+			return false, sentinel
+		}
+		ref.LoadStates(v, s[:n])
+		ok := rs.Cancel(s[:n], end, rs.Now(), slot, cost)
+		ref.Unlock(s[:n])
+		return ok, 0
+	}
+	for {
+		old := ref.Load()
+		if old >= casmap.Moved {
+			return false, old
+		}
+		s[0] = old
+		// The clock is read after the load: no request decided before
+		// it holds a later reading (see rules.Rule.Cancel).
+		if !rs.Cancel(s[:1], end, rs.Now(), slot, cost) {
+			return false, 0
+		}
+		if ref.CompareAndSwap(old, s[0]) {
+			return true, 0
+		}
+	}
+}
 
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
-func (s *Store) Peek(key string) keyrate.Decision { return s.words.PeekKey(key) }
+func (s *Store) Peek(key string) keyrate.Decision {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return keyrate.Decision{}
+	}
+	if rs.Unlimited() {
+		return rs.UnlimitedDecision()
+	}
+	h := s.m.Hash(key)
+	sg := s.m.Segment(h)
+	n := rs.Len()
+	for {
+		var st sweep.States
+		ref := s.m.Find(sg, key, h)
+		t := rs.Now()
+		if !ref.Found() {
+			t = s.floor.Start(rs, t, st[:n]) // a new, full bucket
+			return rs.Peek(st[:n], t)
+		}
+		from := ref.Rules()
+		if from == nil { // removed meanwhile
+			continue
+		}
+		old, sentinel := states(ref, from)
+		switch sentinel {
+		case casmap.Moved:
+			sg.Wait()
+			continue
+		case rules.Tombstone:
+			continue
+		}
+		if from == rs {
+			return rs.Peek(old[:n], t)
+		}
+		rs.Carry(from, old[:from.Len()], t, st[:n])
+		return rs.Peek(st[:n], t)
+	}
+}
+
+// states returns the states of ref, a slot under rs, or the sentinel it
+// found.
+func states(ref casmap.Ref, rs *rules.Rules) (s sweep.States, sentinel rules.State) {
+	n := rs.Len()
+	if n == 1 {
+		v := ref.Load()
+		if v >= casmap.Moved {
+			return s, v
+		}
+		s[0] = v
+		return s, 0
+	}
+	v, sentinel := ref.Lock()
+	if sentinel != 0 {
+		return s, sentinel
+	}
+	ref.LoadStates(v, s[:n])
+	ref.Release(v)
+	return s, 0
+}
 
 // Tier returns a handle on the policy named name. See
 // keyrate.PolicyLimiter.
 func (s *Store) Tier(name string) (keyrate.Tier, error) { return s.pols.Tier(name) }
 
 // Refund gives cost tokens back to key. See keyrate.PolicyLimiter.
-func (s *Store) Refund(key string, cost int) error { return s.words.RefundKey(key, cost) }
+func (s *Store) Refund(key string, cost int) error {
+	rs, err := s.pols.ForKey(key)
+	if err != nil {
+		return err
+	}
+	return s.refund(key, rs, cost)
+}
 
 // RefundTier gives cost tokens back to key under tier's policy. See
 // keyrate.PolicyLimiter.
 func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
-	return s.words.RefundTier(key, tier, cost)
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return err
+	}
+	return s.refund(key, rs, cost)
+}
+
+// refund is Refund under rs: a key the store does not hold is full, and
+// gains nothing; a key under another policy is carried over to rs first.
+func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
+	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
+		return err
+	}
+	h := s.m.Hash(key)
+	sg := s.m.Segment(h)
+	for {
+		ref := s.m.Find(sg, key, h)
+		if !ref.Found() {
+			return nil
+		}
+		if ref.Rules() != rs {
+			s.carry(sg, key, h, rs)
+			continue
+		}
+		switch refund(ref, rs, rs.Now(), cost) {
+		case 0:
+			return nil
+		case casmap.Moved:
+			sg.Wait()
+		}
+		// Removed or moved: look the key up again (a new slot may hold
+		// spends since).
+	}
+}
+
+// refund gives cost tokens back to every window of ref, a slot under rs,
+// at reading t (rules.Rules.Refund), or returns the sentinel it found.
+func refund(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int) rules.State {
+	n := rs.Len()
+	if n > 1 {
+		v, sentinel := ref.Lock()
+		if sentinel != 0 {
+			return sentinel
+		}
+		var st sweep.States
+		ref.LoadStates(v, st[:n])
+		rs.Refund(st[:n], t, cost)
+		ref.Unlock(st[:n])
+		return 0
+	}
+	r := rs.Rule(0)
+	now := r.Ticks(t)
+	for {
+		old := ref.Load()
+		if old >= casmap.Moved {
+			return old
+		}
+		if ref.CompareAndSwap(old, r.Refund(old, now, cost)) {
+			return 0
+		}
+	}
+}
+
+// carry moves key, under another policy than rs, to rs, carrying its
+// states over (rules.Rules.Carry) into a new slot, under its segment's
+// lock. A key that is gone by then, or already under rs, is left alone.
+func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules) {
+	t := rs.Now()
+	sg.Lock()
+	defer sg.Unlock()
+	ref := s.m.Find(sg, key, h)
+	from := ref.Rules()
+	if !ref.Found() || from == rs {
+		return
+	}
+	var st sweep.States
+	n := rs.Len()
+	old := s.m.Retire(sg, ref)
+	rs.Carry(from, old[:from.Len()], t, st[:n])
+	if !s.m.Insert(sg, key, h, rs, st[:n]) {
+		s.book.Release(1) // the key is gone: a full bucket next time
+	}
 }
 
 // SetPolicy adds or replaces a policy at runtime. See
@@ -596,17 +801,47 @@ func (s *Store) SetPolicy(p keyrate.Policy) error { return s.pols.Set(p) }
 // Policies returns the policies the store enforces now.
 func (s *Store) Policies() []keyrate.Policy { return s.pols.List() }
 
-// Len returns the number of keys the store tracks.
-func (s *Store) Len() int { return s.words.Len() }
+// Len returns the number of keys the store tracks: a snapshot of one
+// instant, never above keyrate.WithMaxKeys's cap.
+func (s *Store) Len() int { return s.book.Keys() }
 
-// Sweep removes the word of every key that is full now, and returns how
-// many it removed. See keyrate.BoundedLimiter.
-func (s *Store) Sweep() int { return s.words.Sweep() }
+// Sweep removes every key whose bucket is full now, segment by segment,
+// and returns how many it removed. See keyrate.BoundedLimiter.
+func (s *Store) Sweep() int { return s.sweepAt(s.pols.Now()) }
+
+// routineSweep is a background sweep: it removes the keys whose buckets
+// have been full for the grace period, or every full one if the store is
+// full.
+func (s *Store) routineSweep() { s.sweepAt(s.routine(s.pols.Now())) }
+
+// routine returns the reading routine maintenance at reading now evicts
+// at: now less the grace period, unless the store is full.
+func (s *Store) routine(now time.Duration) time.Duration {
+	if s.book.Full() {
+		return now
+	}
+	return sweep.Grace(now, s.grace)
+}
+
+// sweepAt removes every key whose bucket is full at reading now.
+func (s *Store) sweepAt(now time.Duration) int {
+	var n, left int
+	for i := range s.m.Segments() {
+		removed, kept := s.m.Sweep(s.m.At(i), now, &s.floor)
+		s.removed(removed)
+		n += removed
+		left += kept
+	}
+	s.pacer.Reset(left)
+	return n
+}
 
 // Stats returns a snapshot of the store's bookkeeping.
-func (s *Store) Stats() keyrate.Stats { return s.words.Stats() }
+func (s *Store) Stats() keyrate.Stats { return s.book.Stats() }
 
-// Close stops the background sweeper, if any, and waits for a sweep in
-// flight. It is safe to call more than once, and always returns nil. See
-// keyrate.BoundedLimiter.
-func (s *Store) Close() error { return s.words.Close() }
+// Close stops the background sweeper, if any. It is safe to call more than
+// once, and always returns nil. See keyrate.BoundedLimiter.
+func (s *Store) Close() error {
+	s.bg.Stop()
+	return nil
+}
