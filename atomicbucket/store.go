@@ -166,6 +166,17 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	return s, nil
 }
 
+// lookup returns key's hash, and its live slot and policy or nil and
+// nil, without taking a lock: the hot path's lookup.
+func (s *Store) lookup(key string) (*casmap.Slot, *rules.Rules, uint64) {
+	if casmap.Short(key) {
+		return s.m.Lookup(key)
+	}
+	h := s.m.Hash(key)
+	slot, rs := s.m.LookupLong(key, h)
+	return slot, rs, h
+}
+
 // spend runs the CAS loop on a one-window slot under r at tick now: it
 // spends cost tokens if the bucket holds them (or reserves them, if they
 // are there within wait ticks: rules.Rule.Reserve) and returns the state
@@ -173,7 +184,7 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 // the slot is dead or moved (a state at or above casmap.Moved). It calls
 // nothing: the token bucket's arithmetic and the count of a failed swap
 // (internal/retries) are inlined, so that it needs no stack frame.
-func spend(r *rules.Rule, ref casmap.Ref, now uint64, cost int, wait uint64) (rules.State, bool) {
+func spend(r *rules.Rule, ref *casmap.Slot, now uint64, cost int, wait uint64) (rules.State, bool) {
 	for {
 		old := ref.Load()
 		if old >= casmap.Moved {
@@ -190,7 +201,7 @@ func spend(r *rules.Rule, ref casmap.Ref, now uint64, cost int, wait uint64) (ru
 // spendWindow is spend for a rule of a window algorithm: the same loop,
 // over rules.Rule.Reserve, which is not inlined (spend's loop keeps the
 // token bucket's arithmetic inlined, and calls nothing).
-func spendWindow(r *rules.Rule, ref casmap.Ref, now uint64, cost int, wait uint64) (rules.State, bool) {
+func spendWindow(r *rules.Rule, ref *casmap.Slot, now uint64, cost int, wait uint64) (rules.State, bool) {
 	for {
 		old := ref.Load()
 		if old >= casmap.Moved {
@@ -212,7 +223,7 @@ func spendOne(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int, wait t
 	n := rs.Len()
 	if n == 1 {
 		r := rs.Rule(0)
-		state, ok := spendWindow(r, ref, r.Ticks(t), cost, r.WaitTicks(wait))
+		state, ok := spendWindow(r, ref.Slot(), r.Ticks(t), cost, r.WaitTicks(wait))
 		if state >= casmap.Moved {
 			return 0, state
 		}
@@ -247,20 +258,31 @@ func (s *Store) Allow(key string) bool {
 	if rs.Unlimited() {
 		return true
 	}
-	h := s.m.Hash(key)
+	var h uint64
 	if rs.Len() == 1 { // the hot path: a known key
-		if ref := s.m.Find(s.m.Segment(h), key, h); ref.Rules() == rs {
+		var slot *casmap.Slot
+		var of *rules.Rules
+		if casmap.Short(key) { // s.lookup, inlined by hand: one call on the hot path
+			slot, of, h = s.m.Lookup(key)
+		} else {
+			h = s.m.Hash(key)
+			slot, of = s.m.LookupLong(key, h)
+		}
+		if of == rs {
 			r := rs.Rule(0)
 			state, ok := rules.State(0), false
 			if rs.OneBucket() {
-				state, ok = spend(r, ref, r.Now(), 1, 0)
+				state, ok = spend(r, slot, r.Now(), 1, 0)
 			} else {
-				state, ok = spendWindow(r, ref, r.Now(), 1, 0)
+				state, ok = spendWindow(r, slot, r.Now(), 1, 0)
 			}
 			if state < casmap.Moved {
 				return ok
 			}
 		}
+	}
+	if h == 0 { // not hashed yet (or hashed to 0, and hashed again alike)
+		h = s.m.Hash(key)
 	}
 	_, _, denied, err := s.take(key, h, rs, 1, 0)
 	return err == nil && denied < 0
@@ -320,21 +342,32 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
 	}
-	h := s.m.Hash(key)
+	var h uint64
 	if rs.Len() == 1 { // the hot path: a known key
-		if ref := s.m.Find(s.m.Segment(h), key, h); ref.Rules() == rs {
+		var slot *casmap.Slot
+		var of *rules.Rules
+		if casmap.Short(key) { // s.lookup, inlined by hand: one call on the hot path
+			slot, of, h = s.m.Lookup(key)
+		} else {
+			h = s.m.Hash(key)
+			slot, of = s.m.LookupLong(key, h)
+		}
+		if of == rs {
 			r := rs.Rule(0)
 			now := r.Now()
 			state, ok := rules.State(0), false
 			if rs.OneBucket() {
-				state, ok = spend(r, ref, now, cost, 0)
+				state, ok = spend(r, slot, now, cost, 0)
 			} else {
-				state, ok = spendWindow(r, ref, now, cost, 0)
+				state, ok = spendWindow(r, slot, now, cost, 0)
 			}
 			if state < casmap.Moved {
 				return r.Decide(state, now, cost, ok), nil
 			}
 		}
+	}
+	if h == 0 { // not hashed yet (or hashed to 0, and hashed again alike)
+		h = s.m.Hash(key)
 	}
 	st, at, denied, err := s.take(key, h, rs, cost, 0)
 	if err != nil {
@@ -537,17 +570,16 @@ func (f *front) ReserveOne(key string, rs *rules.Rules, cost int, wait time.Dura
 	if rs.Len() != 1 {
 		return 0, 0, false, false
 	}
-	h := s.m.Hash(key)
-	ref := s.m.Find(s.m.Segment(h), key, h)
-	if ref.Rules() != rs {
+	slot, of, _ := s.lookup(key)
+	if of != rs {
 		return 0, 0, false, false
 	}
 	r := rs.Rule(0)
 	t = rs.Now()
 	if rs.OneBucket() {
-		state, ok = spend(r, ref, r.Ticks(t), cost, r.WaitTicks(wait))
+		state, ok = spend(r, slot, r.Ticks(t), cost, r.WaitTicks(wait))
 	} else {
-		state, ok = spendWindow(r, ref, r.Ticks(t), cost, r.WaitTicks(wait))
+		state, ok = spendWindow(r, slot, r.Ticks(t), cost, r.WaitTicks(wait))
 	}
 	if state < casmap.Moved {
 		return state, t, ok, true

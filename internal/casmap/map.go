@@ -3,6 +3,8 @@ package casmap
 import (
 	"encoding/binary"
 	"hash/maphash"
+	"math/bits"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -35,11 +37,22 @@ const (
 	maxPolicies = polMask
 )
 
-// slot is one key: window 0's state and its meta (see the package
-// documentation).
-type slot struct {
+// Slot is one key: window 0's state and its meta (see the package
+// documentation). Its state word is what a spender compare-and-swaps.
+type Slot struct {
 	state atomic.Uint64
 	meta  atomic.Uint64
+}
+
+// slot is Slot within the package.
+type slot = Slot
+
+// Load returns s's state word.
+func (s *Slot) Load() rules.State { return rules.State(s.state.Load()) }
+
+// CompareAndSwap swaps s's state word from old to next if it holds old.
+func (s *Slot) CompareAndSwap(old, next rules.State) bool {
+	return s.state.CompareAndSwap(uint64(old), uint64(next))
 }
 
 // Map is the table: its segments, and the seed of the hash of every key.
@@ -48,16 +61,22 @@ type slot struct {
 // its segment's lock (Segment.Lock).
 type Map struct {
 	segs   []Segment
-	shift  uint // 64 - log2(len(segs)): h>>shift is h's segment
+	mask   uint64 // len(segs) - 1: h>>segShift&mask is h's segment
 	seed   maphash.Seed
+	k0, k1 uint64 // the secrets of the hash of a short key (Hash)
 	hashed bool
 }
+
+// segShift is where the bits of a hash that pick its segment start: above
+// the home slot's 32 bits and the tag's 8.
+const segShift = 40
 
 // segData is one segment's lock, table and policy index.
 type segData struct {
 	mu   sync.Mutex
 	tab  atomic.Pointer[table]
 	pols atomic.Pointer[[]*rules.Rules] // the policy index, copy-on-write
+	pol0 atomic.Pointer[rules.Rules]    // (*pols)[0], or nil: stored with pols
 	refs []int                          // keys under each policy; guarded by mu
 }
 
@@ -74,23 +93,59 @@ type Segment struct {
 // Init empties m and sets it up with segments segments (a power of two),
 // for string keys or, if hashed, for keys kept as their 64-bit hash.
 func (m *Map) Init(segments int, hashed bool) {
-	*m = Map{segs: make([]Segment, segments), shift: 64, seed: maphash.MakeSeed(), hashed: hashed}
-	for n := segments; n > 1; n >>= 1 {
-		m.shift--
-	}
+	*m = Map{segs: make([]Segment, segments), mask: uint64(segments - 1), seed: maphash.MakeSeed(), hashed: hashed,
+		k0: rand.Uint64() | 1, k1: rand.Uint64() | 1}
 	for i := range m.segs {
 		m.segs[i].pols.Store(new([]*rules.Rules))
+		m.segs[i].tab.Store(m.empty())
 	}
 }
 
 // Hash returns the hash of key, which picks its segment and slot.
-func (m *Map) Hash(key string) uint64 { return maphash.String(m.seed, key) }
+//
+// A key of 8 to 16 bytes, the common case (an IP address, a user or
+// tenant id), is hashed inline as wyhash (its final version) hashes one:
+// its first and last 8 bytes, each mixed with a secret drawn at random per
+// Map, multiplied into 128 bits, folded, and multiplied once more with the
+// length: two multiplications, against about 60 instructions for
+// maphash.String's call into the runtime's AES hash. Other keys go to
+// maphash.String with the Map's seed. Either way a key's hash, and so its
+// segment and slot, differs between Maps, so keys crafted to collide in
+// one process do not in another.
+func (m *Map) Hash(key string) uint64 {
+	if n := uint(len(key)); n-8 <= 8 {
+		return hash16(load64(key, 0), load64(key, len(key)-8), n, m.k0, m.k1)
+	}
+	return m.hashLong(key)
+}
+
+// hashLong is Hash for a key of under 8 or over 16 bytes. (Out of line,
+// so that Hash is inlined.)
+//
+//go:noinline
+func (m *Map) hashLong(key string) uint64 { return maphash.String(m.seed, key) }
+
+// hashBytes is Hash of the key bytes b.
+func (m *Map) hashBytes(b []byte) uint64 {
+	if len(b) == 0 {
+		return m.Hash("")
+	}
+	return m.Hash(unsafe.String(&b[0], len(b)))
+}
+
+// hash16 is wyhash's mixing of a key of n bytes (8 to 16) whose first
+// and last 8 bytes are a and b, under secrets k0 and k1.
+func hash16(a, b uint64, n uint, k0, k1 uint64) uint64 {
+	hi, lo := bits.Mul64(a^k1, b^k0)
+	hi, lo = bits.Mul64(lo^k0^uint64(n), hi^k1)
+	return hi ^ lo
+}
 
 // Segment returns the segment of hash h.
-func (m *Map) Segment(h uint64) *Segment { return &m.segs[h>>m.shift] }
+func (m *Map) Segment(h uint64) *Segment { return &m.segs[h>>segShift&m.mask] }
 
 // Index returns the index of the segment of hash h.
-func (m *Map) Index(h uint64) int { return int(h >> m.shift) }
+func (m *Map) Index(h uint64) int { return int(h >> segShift & m.mask) }
 
 // Segments returns the number of segments.
 func (m *Map) Segments() int { return len(m.segs) }
@@ -128,61 +183,152 @@ func (r Ref) Found() bool { return r.s != nil }
 func (r Ref) Rules() *rules.Rules { return r.rs }
 
 // Load returns r's state word.
-func (r Ref) Load() rules.State { return rules.State(r.s.state.Load()) }
+func (r Ref) Load() rules.State { return r.s.Load() }
 
 // CompareAndSwap swaps r's state word from old to next if it holds old.
-func (r Ref) CompareAndSwap(old, next rules.State) bool {
-	return r.s.state.CompareAndSwap(uint64(old), uint64(next))
+func (r Ref) CompareAndSwap(old, next rules.State) bool { return r.s.CompareAndSwap(old, next) }
+
+// Lookup is the hot path's Hash and Find for a key of 8 to 16 bytes
+// (Short): key's hash, and its live slot and policy, or nil and nil. It
+// loads the key's first and last 8 bytes once, hashes them (Hash) and
+// compares them with a record's (a hashed key's record is its hash), in a
+// loop that makes no call and keeps its values in registers; the caller
+// sends other keys to Hash and LookupLong. A loop ends
+// at an empty slot, which every table has (it is at most 7/8 full). The
+// segment and the slots are addressed without bounds checks: the segment's
+// index is masked to the power-of-two count, and the probe pointer wraps
+// from the slots' end to their start.
+func (m *Map) Lookup(key string) (*Slot, *rules.Rules, uint64) {
+	n := uint(len(key))
+	lo, hi := load64(key, 0), load64(key, len(key)-8) // a one-byte length, then the key
+	h := hash16(lo, hi, n, m.k0, m.k1)
+	sg := (*Segment)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(m.segs)), uintptr(h>>segShift&m.mask)*unsafe.Sizeof(Segment{})))
+	t := sg.tab.Load()
+	first := unsafe.Pointer(unsafe.SliceData(t.slots))
+	end := unsafe.Add(first, uintptr(len(t.slots))*unsafe.Sizeof(Slot{}))
+	s := (*Slot)(unsafe.Add(first, uintptr(home(h, len(t.slots)))*unsafe.Sizeof(Slot{})))
+	want := tag(h) >> tagShift // the tag and the used bit: the top bits of a meta
+	if m.hashed {              // a hashed key's record is its hash
+		for {
+			meta := s.meta.Load()
+			if meta == 0 {
+				return nil, nil, h
+			}
+			if meta>>tagShift == want {
+				a, off := chunkOf(t, meta), uint(meta&offMask)
+				if off+8 <= uint(len(a)) && word(a, off) == h && s.state.Load() != uint64(rules.Tombstone) {
+					return s, sg.policyOf(meta), h
+				}
+			}
+			if s = (*Slot)(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(Slot{}))); unsafe.Pointer(s) == end {
+				s = (*Slot)(first)
+			}
+		}
+	}
+	for {
+		meta := s.meta.Load()
+		if meta == 0 {
+			return nil, nil, h
+		}
+		if meta>>tagShift == want {
+			a, off := chunkOf(t, meta), uint(meta&offMask)
+			if off+1+n <= uint(len(a)) && a[off] == byte(n) && word(a, off+1) == lo && word(a, off+n-7) == hi &&
+				s.state.Load() != uint64(rules.Tombstone) {
+				return s, sg.policyOf(meta), h
+			}
+		}
+		if s = (*Slot)(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(Slot{}))); unsafe.Pointer(s) == end {
+			s = (*Slot)(first)
+		}
+	}
+}
+
+// policyOf returns the policy that meta names, loaded after meta. Policy
+// 0, the commonest by far, is read from its own pointer.
+func (sg *Segment) policyOf(meta uint64) *rules.Rules {
+	if p := meta >> polShift & polMask; p != 0 {
+		return (*sg.pols.Load())[p]
+	}
+	return sg.pol0.Load()
+}
+
+// Short reports whether Lookup takes key: whether it has 8 to 16 bytes.
+func Short(key string) bool { return uint(len(key))-8 <= 8 }
+
+// LookupLong is Lookup for a key that is not Short.
+func (m *Map) LookupLong(key string, h uint64) (*Slot, *rules.Rules) {
+	sg := m.Segment(h)
+	r := m.Find(sg, key, h)
+	return r.s, r.rs
 }
 
 // Find returns key's live slot in sg, whose hash is h (for hashed keys,
 // key is ignored: h is the key), or the zero Ref. It takes no lock. The
 // slot may die (rules.Tombstone) or move (Moved) as soon as Find returns:
 // its state word says so.
-//
-// A hashed key, or a key of 8 to 16 bytes, is compared with a record as
-// two 8-byte words; other keys go to equalLong.
 func (m *Map) Find(sg *Segment, key string, h uint64) Ref {
 	t := sg.tab.Load()
-	if t == nil {
+	s, meta := m.probe(t, key, h)
+	if s == nil {
 		return Ref{}
 	}
+	return Ref{s: s, t: t, meta: meta, rs: sg.policyOf(meta)}
+}
+
+// probe returns key's live slot in t and its meta, or nil. A hashed key,
+// or a key of 8 to 16 bytes, is compared with a record as two 8-byte
+// words, so that the probe loop makes no call; other keys go to
+// probeLong. The loop ends at an empty slot, which every table has (it is
+// at most 7/8 full).
+func (m *Map) probe(t *table, key string, h uint64) (*Slot, uint64) {
 	head, n, lo, hi := uint(0), uint(8), h, h // a hashed key's record is its hash
-	long := false
-	if !m.hashed { // a one-byte length, then the key
+	if !m.hashed {                            // a one-byte length, then the key
 		if len(key) < 8 || len(key) > 16 {
-			long = true
-		} else {
-			head, n, lo, hi = 1, uint(len(key)), load64(key, 0), load64(key, len(key)-8)
+			return probeLong(t, key, h)
 		}
+		head, n, lo, hi = 1, uint(len(key)), load64(key, 0), load64(key, len(key)-8)
 	}
 	slots := t.slots
 	i, want := home(h, len(slots)), tag(h)
-	for range slots {
+	for {
 		s := &slots[i]
 		meta := s.meta.Load()
 		if meta == 0 {
-			return Ref{}
+			return nil, 0
 		}
 		if meta&tagMask == want {
 			a := chunkOf(t, meta)
 			off := uint(meta & offMask)
-			var eq bool
-			if long {
-				eq = equalLong(a[off:], key)
-			} else {
-				eq = off+head+n <= uint(len(a)) && (head == 0 || a[off] == byte(n)) &&
-					word(a, off+head) == lo && word(a, off+head+n-8) == hi
-			}
-			if eq && s.state.Load() != uint64(rules.Tombstone) {
-				return Ref{s: s, t: t, meta: meta, rs: (*sg.pols.Load())[meta>>polShift&polMask]}
+			if off+head+n <= uint(len(a)) && (head == 0 || a[off] == byte(n)) &&
+				word(a, off+head) == lo && word(a, off+head+n-8) == hi &&
+				s.state.Load() != uint64(rules.Tombstone) {
+				return s, meta
 			}
 		}
 		if i++; i == len(slots) {
 			i = 0
 		}
 	}
-	return Ref{}
+}
+
+// probeLong is probe for a string key of under 8 or over 16 bytes.
+func probeLong(t *table, key string, h uint64) (*Slot, uint64) {
+	slots := t.slots
+	i, want := home(h, len(slots)), tag(h)
+	for {
+		s := &slots[i]
+		meta := s.meta.Load()
+		if meta == 0 {
+			return nil, 0
+		}
+		if meta&tagMask == want && equalLong(chunkOf(t, meta)[meta&offMask:], key) &&
+			s.state.Load() != uint64(rules.Tombstone) {
+			return s, meta
+		}
+		if i++; i == len(slots) {
+			i = 0
+		}
+	}
 }
 
 // home returns the home slot of hash h in a table of n slots.
@@ -199,11 +345,10 @@ func word(a []byte, i uint) uint64 {
 	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(a)), i))[:])
 }
 
-// load64 returns the 8 bytes of s from i as a little-endian word.
+// load64 returns the 8 bytes of s from i as a little-endian word; the
+// caller has checked that i+8 <= len(s). (One load, as word.)
 func load64(s string, i int) uint64 {
-	s = s[i : i+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(s)), i))[:])
 }
 
 // equalLong reports whether the record at the start of a is key's.
@@ -297,3 +442,6 @@ func keyLen(a []byte, hashed bool) int {
 	l, w := uvarint(a)
 	return l + w
 }
+
+// Slot returns r's slot.
+func (r Ref) Slot() *Slot { return r.s }

@@ -2,7 +2,6 @@ package casmap
 
 import (
 	"encoding/binary"
-	"hash/maphash"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -41,6 +40,14 @@ type table struct {
 	used   int // slots not empty: live and dead
 	live   int // live slots
 	fill   int // bytes used of the last chunk
+}
+
+// empty returns an empty table of minSlots slots: a segment always has a
+// table, so that a lookup need not check for none.
+func (m *Map) empty() *table {
+	t := &table{slots: make([]slot, minSlots), hashed: m.hashed}
+	t.chunks.Store(new([][]byte))
+	return t
 }
 
 // chunkOf returns the chunk of t's arena that meta names. It must be
@@ -105,12 +112,8 @@ func (t *table) place(h uint64, v rules.State, meta uint64) {
 // sg's table.
 func (m *Map) Insert(sg *Segment, key string, h uint64, rs *rules.Rules, s []rules.State) bool {
 	t := sg.tab.Load()
-	if t == nil || (t.used+1)*8 > len(t.slots)*7 {
-		live := 0
-		if t != nil {
-			live = t.live
-		}
-		if !m.rebuild(sg, sizeFor(live+1)) {
+	if (t.used+1)*8 > len(t.slots)*7 {
+		if !m.rebuild(sg, sizeFor(t.live+1)) {
 			return false
 		}
 		t = sg.tab.Load()
@@ -152,7 +155,7 @@ func (m *Map) rebuild(sg *Segment, size int) bool {
 	old := sg.tab.Load()
 	nt := &table{slots: make([]slot, size), hashed: m.hashed}
 	nt.chunks.Store(new([][]byte))
-	if old != nil {
+	{
 		pols := *sg.pols.Load()
 		for i := range old.slots {
 			s := &old.slots[i]
@@ -173,7 +176,7 @@ func (m *Map) rebuild(sg *Segment, size int) bool {
 				h = binary.LittleEndian.Uint64(rec)
 			} else {
 				l, w := uvarint(rec)
-				h = maphash.Bytes(m.seed, rec[w:w+l])
+				h = m.hashBytes(rec[w : w+l])
 			}
 			loc, dst, _ := nt.alloc(len(rec), 1<<(32-offBits)) // cannot fail: see maxChunks
 			copy(dst, rec)
@@ -227,7 +230,7 @@ func (sg *Segment) policy(rs *rules.Rules) (int, bool) {
 	next := make([]*rules.Rules, max(len(pols), free+1))
 	copy(next, pols)
 	next[free] = rs
-	sg.pols.Store(&next)
+	sg.setPolicies(next)
 	sg.refs[free] = 1
 	return free, true
 }
@@ -243,7 +246,14 @@ func (sg *Segment) unref(p int) {
 	next := make([]*rules.Rules, len(pols))
 	copy(next, pols)
 	next[p] = nil
-	sg.pols.Store(&next)
+	sg.setPolicies(next)
+}
+
+// setPolicies publishes the policy index pols, and its policy 0 on its
+// own pointer (Segment.policyOf).
+func (sg *Segment) setPolicies(pols []*rules.Rules) {
+	sg.pol0.Store(pols[0])
+	sg.pols.Store(&pols)
 }
 
 // kill counts the death of r's slot, whose state the caller has just set
@@ -286,7 +296,7 @@ func (m *Map) evict(sg *Segment, t *table, i int, now time.Duration, floor *swee
 	if meta == 0 || s.state.Load() == uint64(rules.Tombstone) {
 		return false
 	}
-	r := Ref{s: s, t: t, meta: meta, rs: (*sg.pols.Load())[meta>>polShift&polMask]}
+	r := Ref{s: s, t: t, meta: meta, rs: sg.policyOf(meta)}
 	if r.rs.Len() == 1 {
 		rule := r.rs.Rule(0)
 		tick := rule.Ticks(now)
@@ -324,7 +334,7 @@ func (m *Map) evict(sg *Segment, t *table, i int, now time.Duration, floor *swee
 // be held. It returns how many it removed.
 func (m *Map) Sample(sg *Segment, now time.Duration, floor *sweep.Floor, n int) (removed int) {
 	t := sg.tab.Load()
-	if t == nil || t.live == 0 || n <= 0 {
+	if t.live == 0 || n <= 0 {
 		return 0
 	}
 	i := rand.IntN(len(t.slots))
@@ -351,9 +361,6 @@ func (m *Map) Sweep(sg *Segment, now time.Duration, floor *sweep.Floor) (removed
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
 	t := sg.tab.Load()
-	if t == nil {
-		return 0, 0
-	}
 	for i, examined := 0, 0; i < len(t.slots); i++ {
 		if s := &t.slots[i]; s.meta.Load() == 0 || s.state.Load() == uint64(rules.Tombstone) {
 			continue
@@ -374,15 +381,17 @@ func (m *Map) Sweep(sg *Segment, now time.Duration, floor *sweep.Floor) (removed
 	return removed, m.Len(sg)
 }
 
-// Tidy gives memory back once keys have gone: it lets go of an empty
-// table, and rebuilds one whose live keys fell to a quarter of the most
-// it holds (7/32 full) to 7/12 full; sg's lock must be held.
+// Tidy gives memory back once keys have gone: it replaces a table
+// without live keys by an empty one, and rebuilds one whose live keys fell
+// to a quarter of the most it holds (7/32 full) to 7/12 full; sg's lock
+// must be held.
 func (m *Map) Tidy(sg *Segment) {
 	t := sg.tab.Load()
 	switch {
-	case t == nil:
 	case t.live == 0:
-		sg.tab.Store(nil) // every slot is dead: no swap on them can succeed
+		if t.used > 0 {
+			sg.tab.Store(m.empty()) // every slot is dead: no swap on them can succeed
+		}
 	case len(t.slots) > minSlots && t.live*32 < len(t.slots)*7:
 		m.rebuild(sg, sizeFor(t.live))
 	}
@@ -393,26 +402,16 @@ func (m *Map) Tidy(sg *Segment) {
 func (m *Map) Rebuild(sg *Segment) {
 	sg.Lock()
 	defer sg.Unlock()
-	if t := sg.tab.Load(); t != nil {
-		m.rebuild(sg, len(t.slots))
-	}
+	m.rebuild(sg, len(sg.tab.Load().slots))
 }
 
 // Len returns the live keys of sg; sg's lock must be held.
-func (m *Map) Len(sg *Segment) int {
-	if t := sg.tab.Load(); t != nil {
-		return t.live
-	}
-	return 0
-}
+func (m *Map) Len(sg *Segment) int { return sg.tab.Load().live }
 
 // Bytes returns the bytes of sg's slots and arena; sg's lock must be
 // held.
 func (m *Map) Bytes(sg *Segment) int {
 	t := sg.tab.Load()
-	if t == nil {
-		return 0
-	}
 	n := len(t.slots) * 16
 	for _, c := range *t.chunks.Load() {
 		n += len(c)
