@@ -21,10 +21,11 @@ import (
 // keyrate package documentation) in a word of a pointer-free hash table
 // (package internal/casmap), updated with compare-and-swap.
 //
-// A call hashes the key once (a seeded hash/maphash), finds the key's slot
-// without taking a lock (the hash's top bits pick a segment of the table,
-// its low bits the slot, and the key's bytes are compared in an
-// append-only arena), reads the clock and runs a compare-and-swap loop:
+// A call hashes the key once (seeded per store: see casmap.Map.Hash),
+// finds the key's slot without taking a lock (the hash's top bits pick a
+// segment of the table, its low bits the slot, and the key's bytes are
+// compared in an append-only arena), reads the clock and runs a
+// compare-and-swap loop:
 // load the word, apply keyrate's shared transition, and swap the result in
 // if no other goroutine changed the word meanwhile, else retry with the
 // fresh word. A denied request writes nothing, so a hot key that is being

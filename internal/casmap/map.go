@@ -197,7 +197,8 @@ func (r Ref) CompareAndSwap(old, next rules.State) bool { return r.s.CompareAndS
 // at an empty slot, which every table has (it is at most 7/8 full). The
 // segment and the slots are addressed without bounds checks: the segment's
 // index is masked to the power-of-two count, and the probe pointer wraps
-// from the slots' end to their start.
+// from the last slot to the first (never pointing past the slots, which
+// the race detector's checkptr would refuse).
 func (m *Map) Lookup(key string) (*Slot, *rules.Rules, uint64) {
 	n := uint(len(key))
 	lo, hi := load64(key, 0), load64(key, len(key)-8) // a one-byte length, then the key
@@ -205,7 +206,7 @@ func (m *Map) Lookup(key string) (*Slot, *rules.Rules, uint64) {
 	sg := (*Segment)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(m.segs)), uintptr(h>>segShift&m.mask)*unsafe.Sizeof(Segment{})))
 	t := sg.tab.Load()
 	first := unsafe.Pointer(unsafe.SliceData(t.slots))
-	end := unsafe.Add(first, uintptr(len(t.slots))*unsafe.Sizeof(Slot{}))
+	last := unsafe.Add(first, uintptr(len(t.slots)-1)*unsafe.Sizeof(Slot{}))
 	s := (*Slot)(unsafe.Add(first, uintptr(home(h, len(t.slots)))*unsafe.Sizeof(Slot{})))
 	want := tag(h) >> tagShift // the tag and the used bit: the top bits of a meta
 	if m.hashed {              // a hashed key's record is its hash
@@ -220,8 +221,10 @@ func (m *Map) Lookup(key string) (*Slot, *rules.Rules, uint64) {
 					return s, sg.policyOf(meta), h
 				}
 			}
-			if s = (*Slot)(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(Slot{}))); unsafe.Pointer(s) == end {
+			if unsafe.Pointer(s) == last {
 				s = (*Slot)(first)
+			} else {
+				s = (*Slot)(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(Slot{})))
 			}
 		}
 	}
@@ -237,8 +240,10 @@ func (m *Map) Lookup(key string) (*Slot, *rules.Rules, uint64) {
 				return s, sg.policyOf(meta), h
 			}
 		}
-		if s = (*Slot)(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(Slot{}))); unsafe.Pointer(s) == end {
+		if unsafe.Pointer(s) == last {
 			s = (*Slot)(first)
+		} else {
+			s = (*Slot)(unsafe.Add(unsafe.Pointer(s), unsafe.Sizeof(Slot{})))
 		}
 	}
 }

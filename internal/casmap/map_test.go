@@ -252,10 +252,25 @@ func (c *checker) check(absent ...string) {
 	}
 }
 
-// checkKey compares key alone with the model.
+// checkKey compares key alone with the model, and the hot path's lookup
+// (Lookup or LookupLong, and Hash) with Find.
 func (c *checker) checkKey(key string) {
 	c.tb.Helper()
 	r, _ := c.find(key)
+	var s *Slot
+	var rs *rules.Rules
+	h := c.m.Hash(key)
+	if Short(key) {
+		var lh uint64
+		if s, rs, lh = c.m.Lookup(key); lh != h {
+			c.tb.Fatalf("Lookup(%q) hashed it to %#x, Hash to %#x", key, lh, h)
+		}
+	} else {
+		s, rs = c.m.LookupLong(key, h)
+	}
+	if s != r.s || rs != r.rs {
+		c.tb.Fatalf("the hot path's lookup of %q = %p %p, Find's %p %p", key, s, rs, r.s, r.rs)
+	}
 	e, want := c.model[key]
 	if r.Found() != want {
 		c.tb.Fatalf("Find(%q) = %v, model holds it: %v", key, r.Found(), want)
