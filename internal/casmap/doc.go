@@ -9,9 +9,9 @@
 //
 // A Map is a power of two of segments, each padded to whole cache lines:
 // a sync.Mutex for writers, an atomic pointer to its current table, and
-// its policy index. One seeded 64-bit hash per call (Map.Hash: wyhash's
-// mixing, inline, for a key of 8 to 16 bytes; hash/maphash for others)
-// picks the segment by its bits from 40 up and the home slot by its low
+// its policy index. One keyed 64-bit hash per call (Map.Hash: the keyed
+// wyhash of flatmap.Seed, which the striped store uses too, inlined for a
+// key of 8 to 16 bytes) picks the segment by its bits from 40 up and the home slot by its low
 // 32 bits (scaled by a multiply, so that table sizes need not be powers
 // of two); bits 32 to 39 are a tag that rejects most other keys without
 // reading their bytes. A lookup of a key of 8 to 16 bytes (Map.Lookup) is

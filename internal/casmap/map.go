@@ -2,14 +2,12 @@ package casmap
 
 import (
 	"encoding/binary"
-	"hash/maphash"
-	"math/bits"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/keyrate/keyrate/internal/flatmap"
 	"github.com/keyrate/keyrate/internal/layout"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
@@ -61,9 +59,8 @@ func (s *Slot) CompareAndSwap(old, next rules.State) bool {
 // its segment's lock (Segment.Lock).
 type Map struct {
 	segs   []Segment
-	mask   uint64 // len(segs) - 1: h>>segShift&mask is h's segment
-	seed   maphash.Seed
-	k0, k1 uint64 // the secrets of the hash of a short key (Hash)
+	mask   uint64       // len(segs) - 1: h>>segShift&mask is h's segment
+	seed   flatmap.Seed // the secret of the keys' hashes, shared with no other store
 	hashed bool
 }
 
@@ -93,37 +90,18 @@ type Segment struct {
 // Init empties m and sets it up with segments segments (a power of two),
 // for string keys or, if hashed, for keys kept as their 64-bit hash.
 func (m *Map) Init(segments int, hashed bool) {
-	*m = Map{segs: make([]Segment, segments), mask: uint64(segments - 1), seed: maphash.MakeSeed(), hashed: hashed,
-		k0: rand.Uint64() | 1, k1: rand.Uint64() | 1}
+	*m = Map{segs: make([]Segment, segments), mask: uint64(segments - 1), seed: flatmap.MakeSeed(), hashed: hashed}
 	for i := range m.segs {
 		m.segs[i].pols.Store(new([]*rules.Rules))
 		m.segs[i].tab.Store(m.empty())
 	}
 }
 
-// Hash returns the hash of key, which picks its segment and slot.
-//
-// A key of 8 to 16 bytes, the common case (an IP address, a user or
-// tenant id), is hashed inline as wyhash (its final version) hashes one:
-// its first and last 8 bytes, each mixed with a secret drawn at random per
-// Map, multiplied into 128 bits, folded, and multiplied once more with the
-// length: two multiplications, against about 60 instructions for
-// maphash.String's call into the runtime's AES hash. Other keys go to
-// maphash.String with the Map's seed. Either way a key's hash, and so its
-// segment and slot, differs between Maps, so keys crafted to collide in
-// one process do not in another.
-func (m *Map) Hash(key string) uint64 {
-	if n := uint(len(key)); n-8 <= 8 {
-		return hash16(load64(key, 0), load64(key, len(key)-8), n, m.k0, m.k1)
-	}
-	return m.hashLong(key)
-}
-
-// hashLong is Hash for a key of under 8 or over 16 bytes. (Out of line,
-// so that Hash is inlined.)
-//
-//go:noinline
-func (m *Map) hashLong(key string) uint64 { return maphash.String(m.seed, key) }
+// Hash returns the hash of key, which picks its segment and slot: the
+// keyed wyhash the striped store's tables use too (flatmap.Seed.Hash),
+// under a seed drawn at random per Map, so keys crafted to collide in one
+// process do not in another.
+func (m *Map) Hash(key string) uint64 { return m.seed.Hash(key) }
 
 // hashBytes is Hash of the key bytes b.
 func (m *Map) hashBytes(b []byte) uint64 {
@@ -131,14 +109,6 @@ func (m *Map) hashBytes(b []byte) uint64 {
 		return m.Hash("")
 	}
 	return m.Hash(unsafe.String(&b[0], len(b)))
-}
-
-// hash16 is wyhash's mixing of a key of n bytes (8 to 16) whose first
-// and last 8 bytes are a and b, under secrets k0 and k1.
-func hash16(a, b uint64, n uint, k0, k1 uint64) uint64 {
-	hi, lo := bits.Mul64(a^k1, b^k0)
-	hi, lo = bits.Mul64(lo^k0^uint64(n), hi^k1)
-	return hi ^ lo
 }
 
 // Segment returns the segment of hash h.
@@ -202,7 +172,7 @@ func (r Ref) CompareAndSwap(old, next rules.State) bool { return r.s.CompareAndS
 func (m *Map) Lookup(key string) (*Slot, *rules.Rules, uint64) {
 	n := uint(len(key))
 	lo, hi := load64(key, 0), load64(key, len(key)-8) // a one-byte length, then the key
-	h := hash16(lo, hi, n, m.k0, m.k1)
+	h, _ := m.seed.Short(key)
 	sg := (*Segment)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(m.segs)), uintptr(h>>segShift&m.mask)*unsafe.Sizeof(Segment{})))
 	t := sg.tab.Load()
 	first := unsafe.Pointer(unsafe.SliceData(t.slots))
