@@ -160,15 +160,15 @@ func (r Ref) CompareAndSwap(old, next rules.State) bool { return r.s.CompareAndS
 
 // Lookup is the hot path's Hash and Find for a key of 8 to 16 bytes
 // (Short): key's hash, and its live slot and policy, or nil and nil. It
-// loads the key's first and last 8 bytes once, hashes them (Hash) and
-// compares them with a record's (a hashed key's record is its hash), in a
+// hashes the key inline (flatmap.Seed.Short) and compares its first and
+// last 8 bytes with a record's (a hashed key's record is its hash), in a
 // loop that makes no call and keeps its values in registers; the caller
-// sends other keys to Hash and LookupLong. A loop ends
-// at an empty slot, which every table has (it is at most 7/8 full). The
-// segment and the slots are addressed without bounds checks: the segment's
-// index is masked to the power-of-two count, and the probe pointer wraps
-// from the last slot to the first (never pointing past the slots, which
-// the race detector's checkptr would refuse).
+// sends other keys to Hash and LookupLong. A loop ends at an empty slot,
+// which every table has (it is at most 7/8 full). The segment and the
+// slots are addressed without bounds checks: the segment's index is
+// masked to the power-of-two count, and the probe pointer wraps from the
+// last slot to the first (never pointing past the slots, which the race
+// detector's checkptr would refuse).
 func (m *Map) Lookup(key string) (*Slot, *rules.Rules, uint64) {
 	n := uint(len(key))
 	lo, hi := load64(key, 0), load64(key, len(key)-8) // a one-byte length, then the key
