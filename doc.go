@@ -13,7 +13,8 @@
 //   - mutexbucket: a map of buckets, each with its own mutex;
 //   - striped: N hash-selected stripes, each a mutex and a pointer-free
 //     hash table;
-//   - atomicbucket: a map of 64-bit words updated by a lock-free CAS loop.
+//   - atomicbucket: a pointer-free table of 64-bit words, each updated by
+//     a lock-free CAS loop.
 //
 // Because the arithmetic is shared, the three make identical decisions;
 // redisbucket runs the same arithmetic in a Redis script. The packed state,

@@ -2,10 +2,11 @@
 // and that every in-process store shares: the key count kept against the
 // WithMaxKeys cap together with the Stats counters (Book), the pacing that
 // decides when a call on the request path pays for a sweep (Pacer), the
-// optional background sweeper (Background), and, for the two stores that
-// keep one pointer per key in an xsync map, the map itself with its exact,
-// tombstone-based eviction and everything else those two stores share but
-// the synchronisation of one bucket (Map).
+// optional background sweeper (Background), the floor (Floor), and, for
+// mutexbucket, which keeps one pointer per key in an xsync map, the map
+// itself with its exact, tombstone-based eviction (Map). striped and
+// atomicbucket keep their keys in pointer-free tables of their own
+// (internal/flatmap, internal/casmap) and use the rest.
 //
 // # Why removing a full bucket changes no decision
 //
@@ -31,12 +32,12 @@
 //     s − now that the old bucket still had at that reading. The stores
 //     arrange that a fresh bucket is always spent with a reading taken after
 //     the removal, hence at least t for a clock that never runs backwards in
-//     happens-before order (clock.System and clock.Coarse): the pointer
-//     stores read the clock after getting the bucket from the map, and again
-//     after every retry; the striped store rereads the clock under the
-//     stripe lock when a key is missing and its reading is older than the
-//     latest reading at which a key evicted from the stripe was full (its
-//     floor, below). Such a request is then decided exactly as the same
+//     happens-before order (clock.System and clock.Coarse): mutexbucket
+//     reads the clock after getting the bucket from the map, and again
+//     after every retry; striped and atomicbucket reread the clock under
+//     the lock of the key's stripe or segment when a key is missing and
+//     its reading is older than the latest reading at which an evicted key
+//     was full (the floor, below). Such a request is then decided exactly as the same
 //     request would be by a store that never evicts, had it read the clock
 //     a moment later, within its own call.
 //
@@ -46,7 +47,7 @@
 //     spends: spent at that older reading, the raised floor would charge the
 //     new key the other bucket's debt. Every store rereads the clock when a
 //     new bucket's floor lies ahead of the request's reading (Floor.Start in
-//     the pointer stores, the stripe's floor check in the striped store),
+//     mutexbucket and atomicbucket, the stripe's floor check in striped),
 //     which puts the reading at or after the sweep's, where the floor is a
 //     full bucket.
 //
@@ -58,6 +59,6 @@
 // bucket's state the two agree, and before it the floor holds fewer
 // tokens. So eviction can only deny more, never admit more, whatever the
 // clock does; and a store that has evicted nothing behaves exactly as one
-// that never evicts. (In the pointer stores a new bucket holds Fresh until
+// that never evicts. (In mutexbucket a new bucket holds Fresh until
 // that first spend, so that no sweep removes it in between.)
 package sweep

@@ -72,7 +72,7 @@ type Bucket interface {
 }
 
 // Map is the key-to-bucket map of a store that keeps one pointer per key
-// (mutexbucket, atomicbucket): an xsync.MapOf keyed by the key string or,
+// (mutexbucket): an xsync.MapOf keyed by the key string or,
 // with keyrate.WithHashedKeys, by a 64-bit hash of it seeded per store,
 // together with the store's Book, Pacer, floor and Background sweeper.
 //

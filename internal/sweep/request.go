@@ -8,7 +8,7 @@ import (
 	"github.com/keyrate/keyrate/internal/rules"
 )
 
-// This file is the request side that the pointer stores share: their
+// This file is the request side of a pointer store (mutexbucket): its
 // configuration, and the slow path of their requests (a new key, a bucket
 // not spent from yet or swept under the caller, hashed keys). A store's
 // fast path, a known string key whose bucket is live and spent from, stays
