@@ -9,7 +9,7 @@ import (
 )
 
 // This file is the request side of a pointer store (mutexbucket): its
-// configuration, and the slow path of their requests (a new key, a bucket
+// configuration, and the slow path of its requests (a new key, a bucket
 // not spent from yet or swept under the caller, hashed keys). A store's
 // fast path, a known string key whose bucket is live and spent from, stays
 // in the store, calling its own bucket type directly: a method of Map[B]
