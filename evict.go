@@ -108,7 +108,8 @@ const DefaultEvictionGrace = time.Minute
 
 // WithEvictionGrace sets how long a bucket must have been full before the
 // store's routine maintenance (its paced and background sweeps, and the
-// striped store's sampling on insert) evicts it; d must not be negative.
+// sampling on insert of striped and atomicbucket) evicts it; d must not be
+// negative.
 // The default is DefaultEvictionGrace; 0 evicts a bucket as soon as it is
 // full. Eviction stays exact whatever d is: only full buckets go, and a
 // full bucket decides as a new key does. A store full under WithMaxKeys
