@@ -451,13 +451,18 @@ func (s *Store) locked(sg *casmap.Segment, key string, h uint64, rs *rules.Rules
 		denied, _ = spendOne(ref, rs, t, cost, wait, &st)
 		return st, t, denied, false
 	case ref.Found():
+		// Room for the key under rs first: a segment that cannot take it
+		// leaves it in its old slot, with its debt, and the call is
+		// refused as a full store's (never a full bucket next time).
+		pd, ok := s.m.Prepare(sg, key, h, rs)
+		if !ok {
+			return st, t, 0, true
+		}
+		ref = s.m.Find(sg, key, h) // Prepare may have rebuilt the table
 		old := s.m.Retire(sg, ref)
 		rs.Carry(from, old[:from.Len()], t, st[:n])
 		_, denied = rs.Reserve(st[:n], t, cost, wait)
-		if !s.m.Insert(sg, key, h, rs, st[:n]) {
-			s.book.Release(1) // the key is gone: a full bucket next time
-			return st, t, 0, true
-		}
+		s.m.Commit(sg, pd, st[:n])
 		return st, t, denied, false
 	}
 	if s.bg == nil || s.book.Full() { // with a background sweeper, only a full store samples
@@ -745,7 +750,9 @@ func (s *Store) Refund(key string, cost int) error {
 }
 
 // RefundTier gives cost tokens back to key under tier's policy. See
-// keyrate.PolicyLimiter.
+// keyrate.PolicyLimiter. A key under another policy is moved to tier's
+// first; if its segment cannot take it (see Store), RefundTier gives
+// nothing back and returns an error wrapping keyrate.ErrStoreFull.
 func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
@@ -768,7 +775,9 @@ func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 			return nil
 		}
 		if ref.Rules() != rs {
-			s.carry(sg, key, h, rs)
+			if !s.carry(sg, key, h, rs) {
+				return errTableFull // nothing given back: the key keeps its debt
+			}
 			continue
 		}
 		switch refund(ref, rs, rs.Now(), cost) {
@@ -813,22 +822,28 @@ func refund(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int) rules.St
 // carry moves key, under another policy than rs, to rs, carrying its
 // states over (rules.Rules.Carry) into a new slot, under its segment's
 // lock. A key that is gone by then, or already under rs, is left alone.
-func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules) {
+// It reports false, leaving the key in its old slot with its states, if
+// the segment cannot take the key under rs (casmap.Map.Prepare).
+func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules) bool {
 	t := rs.Now()
 	sg.Lock()
 	defer sg.Unlock()
 	ref := s.m.Find(sg, key, h)
 	from := ref.Rules()
 	if !ref.Found() || from == rs {
-		return
+		return true
 	}
+	pd, ok := s.m.Prepare(sg, key, h, rs)
+	if !ok {
+		return false
+	}
+	ref = s.m.Find(sg, key, h) // Prepare may have rebuilt the table
 	var st sweep.States
 	n := rs.Len()
 	old := s.m.Retire(sg, ref)
 	rs.Carry(from, old[:from.Len()], t, st[:n])
-	if !s.m.Insert(sg, key, h, rs, st[:n]) {
-		s.book.Release(1) // the key is gone: a full bucket next time
-	}
+	s.m.Commit(sg, pd, st[:n])
+	return true
 }
 
 // SetPolicy adds or replaces a policy at runtime. See

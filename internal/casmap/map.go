@@ -35,6 +35,21 @@ const (
 	maxPolicies = polMask
 )
 
+// policyLimit is the most policies one segment's keys can be under at
+// once: maxPolicies, or less in a test (SetPolicyLimit).
+var policyLimit atomic.Int64
+
+func init() { policyLimit.Store(maxPolicies) }
+
+// SetPolicyLimit lowers the most policies one segment's keys can be under
+// at once to n (at most maxPolicies), so that a test can fill a segment's
+// policy index with a few keys instead of 65535, and returns the function
+// that restores it. For tests only: it applies to every Map.
+func SetPolicyLimit(n int) (restore func()) {
+	old := policyLimit.Swap(int64(min(max(n, 1), maxPolicies)))
+	return func() { policyLimit.Store(old) }
+}
+
 // Slot is one key: window 0's state and its meta (see the package
 // documentation). Its state word is what a spender compare-and-swaps.
 type Slot struct {

@@ -111,25 +111,53 @@ func (t *table) place(h uint64, v rules.State, meta uint64) {
 // GiB, its policy index 65535 policies or its slots 2^30. It may rebuild
 // sg's table.
 func (m *Map) Insert(sg *Segment, key string, h uint64, rs *rules.Rules, s []rules.State) bool {
+	pd, ok := m.Prepare(sg, key, h, rs)
+	if ok {
+		m.Commit(sg, pd, s)
+	}
+	return ok
+}
+
+// Pending is a slot and a record that Prepare set aside for a key, not
+// yet published: Commit publishes it.
+type Pending struct {
+	t    *table
+	loc  uint64 // the record's chunk and offset
+	rec  []byte
+	pol  int // the policy's index entry, referenced for the key
+	klen int // the bytes of the record's key part
+	h    uint64
+}
+
+// Prepare is the first half of Insert: it makes room for key, whose hash
+// is h, under rs (rebuilding sg's table if it must), takes rs's policy
+// index entry and writes the key into a new record, publishing nothing
+// but a rebuilt table; sg's lock must be held, and Commit must follow
+// under the same hold. It reports false, changing nothing but for a
+// rebuild, where Insert would. A caller that moves a key to another
+// policy prepares before it retires the key's old slot, so that a key
+// the segment cannot take keeps its slot and its states; since Prepare
+// may rebuild the table, it then finds the old slot again.
+func (m *Map) Prepare(sg *Segment, key string, h uint64, rs *rules.Rules) (Pending, bool) {
 	t := sg.tab.Load()
 	if (t.used+1)*8 > len(t.slots)*7 {
 		if !m.rebuild(sg, sizeFor(t.live+1)) {
-			return false
+			return Pending{}, false
 		}
 		t = sg.tab.Load()
 	}
 	p, ok := sg.policy(rs)
 	if !ok {
-		return false
+		return Pending{}, false
 	}
 	klen := 8
 	if !m.hashed {
 		klen = uvarintLen(len(key)) + len(key)
 	}
-	loc, rec, ok := t.alloc(klen+8*(len(s)-1), maxChunks)
+	loc, rec, ok := t.alloc(klen+8*(rs.Len()-1), maxChunks)
 	if !ok {
 		sg.unref(p)
-		return false
+		return Pending{}, false
 	}
 	if m.hashed {
 		binary.LittleEndian.PutUint64(rec, h)
@@ -137,11 +165,17 @@ func (m *Map) Insert(sg *Segment, key string, h uint64, rs *rules.Rules, s []rul
 		w := binary.PutUvarint(rec, uint64(len(key)))
 		copy(rec[w:], key)
 	}
+	return Pending{t: t, loc: loc, rec: rec, pol: p, klen: klen, h: h}, true
+}
+
+// Commit publishes the key Prepare set aside in states s (one per window
+// of its policy): the other windows' states into its record, then its
+// slot.
+func (m *Map) Commit(sg *Segment, pd Pending, s []rules.State) {
 	for j, v := range s[1:] {
-		binary.LittleEndian.PutUint64(rec[klen+8*j:], uint64(v))
+		binary.LittleEndian.PutUint64(pd.rec[pd.klen+8*j:], uint64(v))
 	}
-	t.place(h, s[0], loc|uint64(p)<<polShift|tag(h))
-	return true
+	pd.t.place(pd.h, s[0], pd.loc|uint64(pd.pol)<<polShift|tag(pd.h))
 }
 
 // rebuild moves sg's live keys into a new table of size slots and
@@ -221,7 +255,7 @@ func (sg *Segment) policy(rs *rules.Rules) (int, bool) {
 		}
 	}
 	if free < 0 {
-		if len(pols) == maxPolicies {
+		if len(pols) >= int(policyLimit.Load()) {
 			return 0, false
 		}
 		free = len(pols)
