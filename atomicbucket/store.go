@@ -94,9 +94,11 @@ import (
 // A Store is safe for concurrent use. Create one with New, and Close it if
 // it has a background sweeper; the zero value is not usable. Known keys
 // cost no allocation; a new key may grow its segment's table or arena,
-// amortised over the keys that filled them. A segment refuses a new key
-// with keyrate.ErrStoreFull, as a full store does, only if its arena would
-// pass 2 GiB or its keys be under more than 65535 policies at once.
+// amortised over the keys that filled them. A segment refuses a new key,
+// or a key's move to another policy, with keyrate.ErrStoreFull, as a full
+// store does, only if its arena would pass 2 GiB or its keys be under more
+// than 65535 policies at once; a key refused a move keeps its slot and
+// its states.
 // Options: keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys
 // (default no cap), keyrate.WithSweepInterval (default no background
 // sweeper) and keyrate.WithHashedKeys (default off).
