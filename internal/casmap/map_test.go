@@ -9,30 +9,14 @@ import (
 	"time"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
-// policies returns three compiled token-bucket policies of 1, 2 and 3
-// windows: a state s of each window is full at every tick from s on.
-func policies(tb testing.TB) []*rules.Rules {
-	tb.Helper()
-	c := clock.NewManual(0)
-	var out []*rules.Rules
-	for n := 1; n <= 3; n++ {
-		p := keyrate.Policy{Name: fmt.Sprint("w", n)}
-		for i := range n {
-			p.Limits = append(p.Limits, keyrate.Limit{Rate: 10 + i, Per: time.Duration(i+1) * time.Second, Burst: 10 + i})
-		}
-		rs, err := rules.NewRules(p, c)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, rs)
-	}
-	return out
-}
+// policies returns conformance.CompiledPolicies: three policies of 1,
+// 2 and 3 windows.
+func policies(tb testing.TB) []*rules.Rules { return conformance.CompiledPolicies(tb) }
 
 // entry is the model's value for one key.
 type entry struct {
