@@ -12,7 +12,7 @@ import (
 	"github.com/keyrate/keyrate/internal/rules"
 )
 
-// TestCarryIntoFullSegmentKeepsDebt (review3's bug 1, fixed): a key whose
+// TestCarryIntoFullSegmentKeepsDebt (a bug an adversarial review found, fixed): a key whose
 // policy changes used to be retired from its slot before its new slot was
 // made (Store.locked, and Store.carry for RefundTier); when the segment
 // could not take the new slot (its policy index full, or 2 GiB of arena),

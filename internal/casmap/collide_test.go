@@ -9,13 +9,13 @@ import (
 	"github.com/keyrate/keyrate/internal/rules"
 )
 
-// review3Colliding returns n keys of each length in lens whose hashes
+// diffColliding returns n keys of each length in lens whose hashes
 // under c's Map share the tag and the home slot of an 8-slot table (and,
 // with one segment, the segment): keys the probe can tell apart only by
 // their bytes (or, hashed, their whole hash). Of 8-to-16-byte keys it
 // also picks pairs that share their first or last 8 bytes, the two words
 // Lookup compares.
-func review3Colliding(c *checker, n int, lens []int) []string {
+func diffColliding(c *checker, n int, lens []int) []string {
 	var out []string
 	for _, l := range lens {
 		groups := map[uint64][]string{}
@@ -49,17 +49,17 @@ func review3Colliding(c *checker, n int, lens []int) []string {
 	return out
 }
 
-// TestReview3Collisions: keys of every length class whose hashes share the
+// TestCollisions: keys of every length class whose hashes share the
 // tag and the home slot are told apart by Find, Lookup and LookupLong,
 // through spends, removals (dead slots left in their probe chains),
 // re-insertions further along the chain, policy changes and rebuilds, in
 // one segment.
-func TestReview3Collisions(t *testing.T) {
+func TestCollisions(t *testing.T) {
 	for _, hashed := range []bool{false, true} {
 		t.Run(fmt.Sprint("hashed=", hashed), func(t *testing.T) {
 			c := newChecker(t, 1, hashed)
 			pols := policies(t)
-			keys := review3Colliding(c, 4, []int{0, 1, 7, 8, 9, 12, 15, 16, 17, 200})
+			keys := diffColliding(c, 4, []int{0, 1, 7, 8, 9, 12, 15, 16, 17, 200})
 			if len(keys) < 8*4 {
 				t.Fatalf("found only %d colliding keys", len(keys))
 			}
@@ -93,10 +93,10 @@ func TestReview3Collisions(t *testing.T) {
 	}
 }
 
-// TestReview3HugeKeys: keys of 64 KiB less one, 64 KiB, 64 KiB and one, and
+// TestHugeKeys: keys of 64 KiB less one, 64 KiB, 64 KiB and one, and
 // 1 MiB (records in chunks of their own, and at the 16-bit offset's edge)
 // among small keys that fill the chunks around them, through rebuilds.
-func TestReview3HugeKeys(t *testing.T) {
+func TestHugeKeys(t *testing.T) {
 	c := newChecker(t, 2, false)
 	pols := policies(t)
 	var keys []string

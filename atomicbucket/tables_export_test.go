@@ -1,7 +1,7 @@
 package atomicbucket
 
 // LiveOf returns the live keys of s's tables, segment by segment under
-// each segment's lock, for review3's check that Len counts what the
+// each segment's lock, for the check that Len counts what the
 // tables hold.
 func LiveOf(s *Store) int {
 	n := 0

@@ -9,10 +9,10 @@ import (
 	"github.com/keyrate/keyrate/clock"
 )
 
-// review3Hooked returns a store on a hook clock (rebuild_test.go's) with
+// diffHooked returns a store on a hook clock (rebuild_test.go's) with
 // tiers "one" (the default's bucket), "multi" (that bucket and a second
 // window) and "win" (a sliding window), frozen at one reading.
-func review3Hooked(t *testing.T, opts ...keyrate.Option) (*atomicbucket.Store, *hookClock, map[string]keyrate.Tier) {
+func diffHooked(t *testing.T, opts ...keyrate.Option) (*atomicbucket.Store, *hookClock, map[string]keyrate.Tier) {
 	t.Helper()
 	bucket := keyrate.Limit{Rate: 10, Per: time.Hour, Burst: 10}
 	clk := &hookClock{Manual: clock.NewManual(time.Hour)}
@@ -47,23 +47,23 @@ func arm(t *testing.T, clk *hookClock, f func()) func(what string) {
 	}
 }
 
-// review3KeyNames are keys of the length classes the table probes apart.
-var review3KeyNames = map[string]string{"len0": "", "len7": "abcdefg", "len8": "abcdefgh", "len16": "abcdefghabcdefgh", "len17": "abcdefghabcdefgh1", "len1000": string(make([]byte, 1000))}
+// diffKeyNames are keys of the length classes the table probes apart.
+var diffKeyNames = map[string]string{"len0": "", "len7": "abcdefg", "len8": "abcdefgh", "len16": "abcdefghabcdefgh", "len17": "abcdefghabcdefgh1", "len1000": string(make([]byte, 1000))}
 
-// TestReview3MultiWindowAcrossRebuild is TestSpendAcrossRebuild for a key
+// TestMultiWindowAcrossRebuild is TestSpendAcrossRebuild for a key
 // of several windows (the slow path: the slot's word is its lock), and
 // for every key length: each of ten spends runs across a rebuild of its
 // segment between finding the slot and locking it; the eleventh is
 // denied.
-func TestReview3MultiWindowAcrossRebuild(t *testing.T) {
-	for name, key := range review3KeyNames {
+func TestMultiWindowAcrossRebuild(t *testing.T) {
+	for name, key := range diffKeyNames {
 		for _, hashed := range []bool{false, true} {
 			t.Run(name, func(t *testing.T) {
 				var opts []keyrate.Option
 				if hashed {
 					opts = append(opts, keyrate.WithHashedKeys())
 				}
-				s, clk, tiers := review3Hooked(t, opts...)
+				s, clk, tiers := diffHooked(t, opts...)
 				for _, tier := range []string{"multi", "one", "win"} {
 					key := key + tier
 					if d, err := s.AllowTier(key, tiers[tier], 1); err != nil || !d.Allowed {
@@ -83,13 +83,13 @@ func TestReview3MultiWindowAcrossRebuild(t *testing.T) {
 	}
 }
 
-// TestReview3RefundPeekReserveAcrossRebuild: Refund, Peek and Reserve
+// TestRefundPeekReserveAcrossRebuild: Refund, Peek and Reserve
 // each run across a rebuild of the key's segment (between finding the
 // slot and using it) and act on the key's bucket exactly once.
-func TestReview3RefundPeekReserveAcrossRebuild(t *testing.T) {
+func TestRefundPeekReserveAcrossRebuild(t *testing.T) {
 	for _, tier := range []string{"one", "multi"} {
 		t.Run(tier, func(t *testing.T) {
-			s, clk, tiers := review3Hooked(t)
+			s, clk, tiers := diffHooked(t)
 			key := "refund-key-01"
 			rebuild := func() { atomicbucket.RebuildSegmentOf(s, key) }
 			for range 6 {
@@ -115,7 +115,7 @@ func TestReview3RefundPeekReserveAcrossRebuild(t *testing.T) {
 		})
 	}
 	t.Run("peek", func(t *testing.T) {
-		s, clk, _ := review3Hooked(t)
+		s, clk, _ := diffHooked(t)
 		key := "peek-key-000001"
 		for range 3 {
 			s.Allow(key)
@@ -129,12 +129,12 @@ func TestReview3RefundPeekReserveAcrossRebuild(t *testing.T) {
 	})
 }
 
-// TestReview3CancelAcrossRebuild: a Cancel whose compare-and-swap loses to
+// TestCancelAcrossRebuild: a Cancel whose compare-and-swap loses to
 // a rebuild of the key's segment (between its load and its swap: it reads
 // the clock there) looks the key up again and gives the tokens back, as a
 // store that never rebuilds would: the bucket did not change.
-func TestReview3CancelAcrossRebuild(t *testing.T) {
-	s, clk, _ := review3Hooked(t)
+func TestCancelAcrossRebuild(t *testing.T) {
+	s, clk, _ := diffHooked(t)
 	key := "cancel-key-0001"
 	for range 10 {
 		s.Allow(key)
@@ -154,17 +154,17 @@ func TestReview3CancelAcrossRebuild(t *testing.T) {
 	}
 }
 
-// TestReview3TierFlipBetweenLookupAndSwap: between a spend's lookup of its
+// TestTierFlipBetweenLookupAndSwap: between a spend's lookup of its
 // slot and its compare-and-swap, another call moves the key to another
 // tier (retiring the slot and carrying its state into a new one); the
 // spend's swap fails on the dead slot, and it carries the key back and
 // spends there. On a frozen clock the key admits exactly its burst over
 // any sequence of such flips, between one- and two-window tiers whose
 // window 0 is the same bucket.
-func TestReview3TierFlipBetweenLookupAndSwap(t *testing.T) {
+func TestTierFlipBetweenLookupAndSwap(t *testing.T) {
 	for _, pair := range [][2]string{{"one", "multi"}, {"multi", "one"}, {"one", "one"}} {
 		t.Run(pair[0]+"-"+pair[1], func(t *testing.T) {
-			s, clk, tiers := review3Hooked(t)
+			s, clk, tiers := diffHooked(t)
 			key := "flip-key-000001"
 			admitted := 0
 			for i := range 20 {

@@ -16,20 +16,20 @@ import (
 	"github.com/keyrate/keyrate/mutexbucket"
 )
 
-// review3Store is what the review's differential tests drive: both stores
+// diffStore is what the differential tests drive: both stores
 // implement it.
-type review3Store interface {
+type diffStore interface {
 	keyrate.PolicyLimiter
 	keyrate.WaitLimiter
 	keyrate.BoundedLimiter
 }
 
-// review3Keys returns n keys of every length class casmap treats apart:
+// diffKeys returns n keys of every length class casmap treats apart:
 // empty, under 8 bytes (hashed with maphash, probed by probeLong), 8 to
 // 16 (Lookup's inline hash and two-word compare), 17 and over, 1000 bytes,
 // and one of 1 MiB (a record in a chunk of its own), with keys that share
 // their first or last 8 bytes (which the two-word compare reads).
-func review3Keys(n int) []string {
+func diffKeys(n int) []string {
 	keys := []string{"", "a", "abcdefg", "abcdefgh", "abcdefgh0", "abcdefghabcdefgh", "Xbcdefghabcdefgh",
 		"abcdefghabcdefgX", "abcdefghabcdefgh1", strings.Repeat("k", 1000), strings.Repeat("m", 1<<20)}
 	for i := 0; len(keys) < n; i++ {
@@ -49,9 +49,9 @@ func review3Keys(n int) []string {
 	return keys
 }
 
-// review3Policies are the tiers of the differential tests: token buckets
+// diffPolicies are the tiers of the differential tests: token buckets
 // of one and of several windows, a window algorithm, and an unlimited one.
-func review3Policies() []keyrate.Policy {
+func diffPolicies() []keyrate.Policy {
 	return []keyrate.Policy{
 		{Name: "one", Limits: []keyrate.Limit{{Rate: 3, Per: time.Second, Burst: 5}}},
 		{Name: "two", Limits: []keyrate.Limit{{Rate: 3, Per: time.Second, Burst: 5}, {Rate: 20, Per: time.Minute, Burst: 20}}},
@@ -62,8 +62,8 @@ func review3Policies() []keyrate.Policy {
 	}
 }
 
-// review3Variants are the option sets the differential test runs under.
-var review3Variants = []struct {
+// diffVariants are the option sets the differential test runs under.
+var diffVariants = []struct {
 	name string
 	opts []keyrate.Option
 	// hashed stores decide two keys that collide as one; with 64-bit
@@ -75,7 +75,7 @@ var review3Variants = []struct {
 	{name: "hashed", opts: []keyrate.Option{keyrate.WithHashedKeys(), keyrate.WithEvictionGrace(0)}, hashed: true},
 }
 
-// TestReview3AgreesWithMutex drives atomicbucket and mutexbucket through
+// TestAgreesWithMutex drives atomicbucket and mutexbucket through
 // the same random sequence of every call the stores have (AllowN,
 // AllowTier, Allow, Peek, Refund, RefundTier, Reserve and its Cancel,
 // SetPolicy, Sweep) on a clock that only moves forwards, over keys of
@@ -84,22 +84,22 @@ var review3Variants = []struct {
 // emptied), and a policy function that moves keys between policies. Every
 // answer must be the same, and Len must agree after every Sweep (both then
 // hold exactly the keys not full).
-func TestReview3AgreesWithMutex(t *testing.T) {
+func TestAgreesWithMutex(t *testing.T) {
 	seeds := 12
 	if testing.Short() {
 		seeds = 3
 	}
-	keys := review3Keys(300)
-	for _, v := range review3Variants {
+	keys := diffKeys(300)
+	for _, v := range diffVariants {
 		for seed := range seeds {
 			t.Run(fmt.Sprintf("opts=%s/seed=%d", v.name, seed), func(t *testing.T) {
-				review3Differential(t, uint64(seed), keys, v.opts, 4000)
+				diffDifferential(t, uint64(seed), keys, v.opts, 4000)
 			})
 		}
 	}
 }
 
-func review3Differential(t *testing.T, seed uint64, keys []string, opts []keyrate.Option, steps int) {
+func diffDifferential(t *testing.T, seed uint64, keys []string, opts []keyrate.Option, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 0x7e57))
 	clk := clock.NewManual(time.Hour)
 	var shift atomic.Int64 // the policy function's mapping changes with it
@@ -107,7 +107,7 @@ func review3Differential(t *testing.T, seed uint64, keys []string, opts []keyrat
 	polFunc := func(key string) string {
 		return names[(len(key)+int(shift.Load()))%len(names)]
 	}
-	base := append([]keyrate.Option{keyrate.WithClock(clk), keyrate.WithPolicies(review3Policies()...), keyrate.WithPolicyFunc(polFunc)}, opts...)
+	base := append([]keyrate.Option{keyrate.WithClock(clk), keyrate.WithPolicies(diffPolicies()...), keyrate.WithPolicyFunc(polFunc)}, opts...)
 	limit := keyrate.Limit{Rate: 2, Per: time.Second, Burst: 3}
 	a, err := atomicbucket.New(limit, base...)
 	if err != nil {
@@ -119,10 +119,10 @@ func review3Differential(t *testing.T, seed uint64, keys []string, opts []keyrat
 		t.Fatal(err)
 	}
 	defer m.Close()
-	stores := []review3Store{m, a}
+	stores := []diffStore{m, a}
 	tiers := make([][]keyrate.Tier, 2)
 	for i, s := range stores {
-		for _, p := range review3Policies() {
+		for _, p := range diffPolicies() {
 			tr, err := s.Tier(p.Name)
 			if err != nil {
 				t.Fatal(err)
@@ -192,7 +192,7 @@ func review3Differential(t *testing.T, seed uint64, keys []string, opts []keyrat
 			case op < 87:
 				// Change a tier's limits: keys under it carry over at their
 				// next request.
-				p := review3Policies()[ti]
+				p := diffPolicies()[ti]
 				if !p.Unlimited {
 					p.Limits = append([]keyrate.Limit(nil), p.Limits...)
 					p.Limits[0].Rate += int(seed+uint64(step))%3 + 1
@@ -227,7 +227,7 @@ func review3Differential(t *testing.T, seed uint64, keys []string, opts []keyrat
 	_ = sync.Mutex{}
 }
 
-// TestReview3StressFrozen: on a frozen clock, goroutines spend from a few
+// TestStressFrozen: on a frozen clock, goroutines spend from a few
 // hot keys of every length class through every entry point (Allow, AllowN
 // under a policy function that keeps moving keys between policies,
 // AllowTier under one- and two-window tiers whose window 0 is the same
@@ -237,13 +237,13 @@ func review3Differential(t *testing.T, seed uint64, keys []string, opts []keyrat
 // with no grace and churning new keys through the same segments (growing
 // and shrinking their tables). With no refill, each key admits exactly
 // its burst: a spend lost in a move admits more, one made twice fewer.
-func TestReview3StressFrozen(t *testing.T) {
-	for _, v := range review3Variants {
-		t.Run("opts="+v.name, func(t *testing.T) { review3StressFrozen(t, v.opts) })
+func TestStressFrozen(t *testing.T) {
+	for _, v := range diffVariants {
+		t.Run("opts="+v.name, func(t *testing.T) { diffStressFrozen(t, v.opts) })
 	}
 }
 
-func review3StressFrozen(t *testing.T, opts []keyrate.Option) {
+func diffStressFrozen(t *testing.T, opts []keyrate.Option) {
 	const burst, g = 40, 4
 	iters := 3000
 	if testing.Short() {
@@ -267,7 +267,7 @@ func review3StressFrozen(t *testing.T, opts []keyrate.Option) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	hot := review3Keys(24)
+	hot := diffKeys(24)
 	hot[10] = strings.Repeat("m", 3000) // not 1 MiB: the stress's churn would copy it on every rebuild
 	var tiers []keyrate.Tier
 	for _, p := range pols() {

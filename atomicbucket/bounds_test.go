@@ -15,13 +15,13 @@ import (
 	"github.com/keyrate/keyrate/clock"
 )
 
-// TestReview3LenMatchesTables: after goroutines have inserted, spent,
+// TestLenMatchesTables: after goroutines have inserted, spent,
 // flipped tiers, refunded, reserved and swept under WithMaxKeys (with a
 // clock that moves, so that keys fill and are evicted on insertion, in
 // sweeps and by refusals), Len and Stats.Keys equal the live keys of the
 // tables, never exceeded the cap on the way, and every refusal was
 // ErrStoreFull naming the cap.
-func TestReview3LenMatchesTables(t *testing.T) {
+func TestLenMatchesTables(t *testing.T) {
 	for _, hashed := range []bool{false, true} {
 		t.Run(fmt.Sprint("hashed=", hashed), func(t *testing.T) {
 			const capKeys, g = 64, 4
@@ -42,7 +42,7 @@ func TestReview3LenMatchesTables(t *testing.T) {
 			defer s.Close()
 			multi, _ := s.Tier("multi")
 			def, _ := s.Tier(keyrate.DefaultPolicy)
-			keys := review3Keys(200)
+			keys := diffKeys(200)
 			keys[10] = strings.Repeat("m", 5000)
 			var over atomic.Int64
 			var wg sync.WaitGroup
@@ -101,13 +101,13 @@ func TestReview3LenMatchesTables(t *testing.T) {
 	}
 }
 
-// TestReview3MemoryBounded: a key that flips between tiers a hundred
+// TestMemoryBounded: a key that flips between tiers a hundred
 // thousand times (each flip retires its slot and record and inserts new
 // ones), and a stream of distinct keys that each fill and are swept, keep
 // the tables' memory bounded: dead slots and records are dropped by the
 // rebuilds their growth triggers, and a swept-out segment gives its table
 // back.
-func TestReview3MemoryBounded(t *testing.T) {
+func TestMemoryBounded(t *testing.T) {
 	clk := clock.NewManual(time.Hour)
 	s, err := atomicbucket.New(keyrate.PerSecond(10), keyrate.WithClock(clk), keyrate.WithEvictionGrace(0),
 		keyrate.WithPolicies(keyrate.Policy{Name: "other", Limits: []keyrate.Limit{keyrate.PerSecond(10), keyrate.PerMinute(100)}}))
