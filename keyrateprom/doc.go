@@ -35,8 +35,10 @@
 //     "unknown_policy", "invalid_cost" (keyrate.ErrInvalidCost and
 //     ErrCostExceedsBurst), "invalid_key" (keyrate.ErrInvalidKey: a
 //     middleware found no key, or redisbucket refused one), "canceled"
-//     (the caller's context ended: context.Canceled or DeadlineExceeded)
-//     and "backend" (anything else: a Redis error).
+//     (the caller's context ended: context.Canceled or DeadlineExceeded),
+//     "unsupported" (keyrate.ErrUnsupportedAlgorithm: a Reserve or Wait
+//     under a policy whose algorithm cannot reserve, such as
+//     keyrate.SlidingLog) and "backend" (anything else: a Redis error).
 //   - keyrate_degraded_total{policy, decision}: answers a failure policy
 //     gave instead of the store (redisbucket when Redis failed: every
 //     Redis failure that was not the caller giving up). They count in

@@ -56,11 +56,12 @@ const (
 	errInvalidCost
 	errInvalidKey
 	errCanceled
+	errUnsupported
 	errBackend
 	nErrKinds
 )
 
-var errKindNames = [nErrKinds]string{"store_full", "unknown_policy", "invalid_cost", "invalid_key", "canceled", "backend"}
+var errKindNames = [nErrKinds]string{"store_full", "unknown_policy", "invalid_cost", "invalid_key", "canceled", "unsupported", "backend"}
 
 // counters are one policy's children of the vectors, created when the
 // policy is first seen so that Observe does no label lookup.
@@ -192,6 +193,8 @@ func errKind(err error) int {
 		return errInvalidKey
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return errCanceled
+	case errors.Is(err, keyrate.ErrUnsupportedAlgorithm):
+		return errUnsupported
 	default:
 		return errBackend
 	}

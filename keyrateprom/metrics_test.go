@@ -185,7 +185,8 @@ func TestTwoStoresOneRegistry(t *testing.T) {
 // TestObserveErrorKinds: a failure policy's denial that comes with an
 // error (redisbucket's FailClosed) is a degraded decision too, and a
 // caller's context ending (a Wait cancelled before it began, a Redis call
-// the caller gave up on) is not a backend failure.
+// the caller gave up on) is not a backend failure, nor is a call the
+// policy's algorithm does not support.
 func TestObserveErrorKinds(t *testing.T) {
 	m := keyrateprom.New("api")
 	reg := prometheus.NewPedanticRegistry()
@@ -194,6 +195,7 @@ func TestObserveErrorKinds(t *testing.T) {
 		{Key: "a", Policy: "free", Cost: 1, Degraded: true, Err: errors.New("redisbucket: redis unavailable")},
 		{Key: "a", Policy: "free", Cost: 1, Err: fmt.Errorf("redisbucket: %w", context.Canceled)},
 		{Key: "a", Policy: "free", Cost: 1, Err: context.DeadlineExceeded},
+		{Key: "a", Policy: "free", Cost: 1, Err: fmt.Errorf("%w: policy %q counts with %v", keyrate.ErrUnsupportedAlgorithm, "free", keyrate.SlidingLog)},
 	} {
 		m.Observe(e)
 	}
@@ -206,4 +208,6 @@ func TestObserveErrorKinds(t *testing.T) {
 		"only the Redis failure is a backend error")
 	require.Equal(t, 2.0, get("keyrate_errors_total", map[string]string{"policy": "free", "error": "canceled"}),
 		"the caller's context ending")
+	require.Equal(t, 1.0, get("keyrate_errors_total", map[string]string{"policy": "free", "error": "unsupported"}),
+		"a Reserve under an algorithm that cannot reserve is the caller's mistake, not the backend's")
 }
