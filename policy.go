@@ -1,6 +1,10 @@
 package keyrate
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/keyrate/keyrate/internal/wrap"
+)
 
 // DefaultPolicy is the name of a store's default policy: the one built
 // from the Limit given to New, which Allow and AllowN enforce on every key
@@ -62,7 +66,7 @@ func (p Policy) Validate() error {
 	}
 	for i, l := range p.Limits {
 		if err := l.Validate(); err != nil {
-			return fmt.Errorf("%w: %q window %d (%v): %w", ErrInvalidPolicy, p.Name, i, l, err)
+			return wrap.Errorf("%w: %q window %d (%v): %w", ErrInvalidPolicy, p.Name, i, l, err)
 		}
 		if l.Algorithm == SlidingLog && len(p.Limits) > 1 {
 			return fmt.Errorf("%w: %q window %d (%v) is a sliding log, which must be its policy's only window (it has %d)", ErrInvalidPolicy, p.Name, i, l, len(p.Limits))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/clientkey"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // Errors a key function returns. The middleware passes them, wrapped with
@@ -117,7 +118,7 @@ func ByIP(opts ...IPOption) Option {
 				continue
 			}
 			if err := opt(k); err != nil {
-				c.fail(fmt.Errorf("%w: httplimit.ByIP: %w", keyrate.ErrInvalidOption, err))
+				c.fail(wrap.Errorf("%w: httplimit.ByIP: %w", keyrate.ErrInvalidOption, err))
 				return
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // ErrCircuitOpen reports that the store's circuit breaker is open (see
@@ -205,7 +206,7 @@ func (b *breaker) exit(probe bool, o outcome, cause error) error {
 		b.state.Store(stOpen)
 		b.until = now + b.backoff
 		b.opens.Add(1)
-		return fmt.Errorf("%w: for %v after %s: %w: %w", ErrCircuitOpen, b.backoff, what(probe, b.cfg.Failures), ErrUnavailable, cause)
+		return wrap.Errorf("%w: for %v after %s: %w: %w", ErrCircuitOpen, b.backoff, what(probe, b.cfg.Failures), ErrUnavailable, cause)
 	}
 	return nil
 }

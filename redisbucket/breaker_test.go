@@ -3,6 +3,7 @@ package redisbucket_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,9 @@ func TestBreakerStoppedServer(t *testing.T) {
 					_, err := s.AllowN("k", 1)
 					if c.policy == redisbucket.FailClosed && !errors.Is(err, redisbucket.ErrCircuitOpen) {
 						t.Fatalf("%s: a refused call's error %v does not wrap ErrCircuitOpen", what, err)
+					}
+					if err != nil && strings.Count(err.Error(), "redisbucket: ") != 1 {
+						t.Fatalf("%s: a refused call's error %q names the package more than once", what, err)
 					}
 					i++
 				}

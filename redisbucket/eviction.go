@@ -13,6 +13,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // ErrEvictingPolicy reports a Redis server whose maxmemory-policy is not
@@ -119,7 +120,7 @@ func checkPolicy(client redis.UniversalClient, timeout time.Duration) error {
 		msg := strings.Join(unchecked, "; ")
 		var reply redis.Error
 		if !errors.As(cause, &reply) { // no answer: an outage, not a refusal
-			return fmt.Errorf("%w: %w: %s", ErrPolicyUnchecked, ErrUnavailable, msg)
+			return wrap.Errorf("%w: %w: %s", ErrPolicyUnchecked, ErrUnavailable, msg)
 		}
 		return fmt.Errorf("%w: %s", ErrPolicyUnchecked, msg)
 	}

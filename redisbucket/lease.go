@@ -14,6 +14,7 @@ import (
 	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
 	"github.com/keyrate/keyrate/internal/rules"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // Lease configures WithLeases.
@@ -251,7 +252,7 @@ func leasePolicy(p keyrate.Policy, life time.Duration) (keyrate.Policy, error) {
 	for i, l := range p.Limits {
 		var err error
 		if p.Limits[i], err = leaseLimit(l, life); err != nil {
-			return p, fmt.Errorf("%w: %q window %d: %w", keyrate.ErrInvalidPolicy, p.Name, i, err)
+			return p, wrap.Errorf("%w: %q window %d: %w", keyrate.ErrInvalidPolicy, p.Name, i, err)
 		}
 	}
 	return p, nil

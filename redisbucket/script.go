@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/rules"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // Bounds of the script's arithmetic. Lua numbers are doubles, exact for
@@ -658,7 +659,7 @@ func compileUnits(l keyrate.Limit) (units, error) {
 	case keyrate.SlidingLog:
 		return compileLog(l)
 	default:
-		return units{}, fmt.Errorf("%w: %w: algorithm %v: redisbucket's scripts run token-bucket, fixed-window, sliding-window and sliding-log only",
+		return units{}, wrap.Errorf("%w: %w: algorithm %v: redisbucket's scripts run token-bucket, fixed-window, sliding-window and sliding-log only",
 			keyrate.ErrUnsupportedAlgorithm, keyrate.ErrInvalidLimit, l.Algorithm)
 	}
 	pol, err := rules.NewRule(l, nil)
@@ -792,7 +793,7 @@ func newPlan(p keyrate.Policy) (*plan, error) {
 	for i, l := range p.Limits {
 		u, err := compileUnits(l)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q window %d (%v): %w", keyrate.ErrInvalidPolicy, p.Name, i, l, err)
+			return nil, wrap.Errorf("%w: %q window %d (%v): %w", keyrate.ErrInvalidPolicy, p.Name, i, l, err)
 		}
 		pl.units[i], desc[i] = u, u.desc()
 		if u.alg == keyrate.SlidingLog { // its policy's only window

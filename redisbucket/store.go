@@ -18,6 +18,7 @@ import (
 	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/isnil"
 	"github.com/keyrate/keyrate/internal/rules"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // Store is a keyrate.WaitLimiter whose buckets live in Redis, shared by
@@ -528,7 +529,7 @@ func (s *Store) evalMode(parent context.Context, key string, rs *rules.Rules, co
 	rkey := s.redisKey(key)
 	res, err := s.run(parent, rkey, p, cost, mode)
 	if err == errRefused {
-		return 0, 0, 0, fmt.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
+		return 0, 0, 0, wrap.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
 	}
 	bad, extra := false, 0
 	if mode != "" || p.lcm > 0 {
@@ -643,7 +644,7 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 // it wrapped in ErrUnavailable.
 func (s *Store) fail(err error) error {
 	s.errs.Add(1)
-	err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	err = wrap.Errorf("%w: %w", ErrUnavailable, err)
 	if f := s.set.onError; f != nil {
 		f(err)
 	}

@@ -450,11 +450,11 @@ func TestPolicyErrors(t *testing.T) {
 		{"too many", keyrate.Policy{Name: "x", Limits: slices.Repeat([]keyrate.Limit{keyrate.PerSecond(1)}, keyrate.MaxLimits+1)},
 			[]error{keyrate.ErrInvalidPolicy}, `"x" has 9 limits, above the most of 8`},
 		{"invalid window", keyrate.Policy{Name: "x", Limits: []keyrate.Limit{keyrate.PerSecond(1), {Rate: 1, Per: time.Second}}},
-			[]error{keyrate.ErrInvalidPolicy, keyrate.ErrInvalidLimit}, `"x" window 1 (1 per 1s, burst 0): keyrate: invalid limit: Burst 0 is below 1`},
+			[]error{keyrate.ErrInvalidPolicy, keyrate.ErrInvalidLimit}, `"x" window 1 (1 per 1s, burst 0): invalid limit: Burst 0 is below 1`},
 		{"window too fast for the script", keyrate.Policy{Name: "x", Limits: []keyrate.Limit{keyrate.PerSecond(2_000_000), keyrate.PerSecond(1)}},
 			[]error{keyrate.ErrInvalidPolicy, keyrate.ErrInvalidLimit}, `"x" window 0 (2000000 per 1s, burst 2000000)`},
 		{"window too long for the script", keyrate.Policy{Name: "x", Limits: []keyrate.Limit{keyrate.PerSecond(1), keyrate.Every(24 * time.Hour).WithBurst(53_000)}},
-			[]error{keyrate.ErrInvalidPolicy, keyrate.ErrInvalidLimit}, "window 1 (1 per 24h0m0s, burst 53000): keyrate: invalid limit: Burst 53000 takes too long to fill"},
+			[]error{keyrate.ErrInvalidPolicy, keyrate.ErrInvalidLimit}, "window 1 (1 per 24h0m0s, burst 53000): invalid limit: Burst 53000 takes too long to fill"},
 		{"unlimited with limits", keyrate.Policy{Name: "x", Unlimited: true, Limits: []keyrate.Limit{keyrate.PerSecond(1)}},
 			[]error{keyrate.ErrInvalidPolicy}, `"x" is unlimited but has 1 limits`},
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/tick"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // Reserve is ReserveContext with context.Background(): still bounded by
@@ -276,7 +277,7 @@ func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool,
 		err = fmt.Errorf("script returned %v to a cancel, want 0 or 1", res)
 	}
 	if err == errRefused {
-		return false, fmt.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
+		return false, wrap.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker
 	}
 	if err != nil {
 		if ctx.Err() != nil {

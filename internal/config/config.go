@@ -9,6 +9,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/settings"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // Settings is the configuration that Configure resolves from options.
@@ -29,7 +30,7 @@ func StoreOption[T any](name string, set func(*T) error) keyrate.Option {
 			return
 		}
 		if err := set(t); err != nil {
-			s.Err = fmt.Errorf("%w: %s: %w", keyrate.ErrInvalidOption, name, err)
+			s.Err = wrap.Errorf("%w: %s: %w", keyrate.ErrInvalidOption, name, err)
 		}
 	}
 }

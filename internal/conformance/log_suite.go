@@ -87,6 +87,7 @@ func testLogRefused(t *testing.T, b Bounded, err error) {
 	if !errors.Is(err, keyrate.ErrInvalidLimit) {
 		t.Errorf("New(sliding-log) = %v, want it to wrap ErrInvalidLimit too", err)
 	}
+	namesPackageOnce(t, "New(sliding-log)", err)
 	l, clk := openWindow(t, b, keyrate.PerSecond(5))
 	_ = clk
 	pl, ok := l.(keyrate.PolicyLimiter)
@@ -97,6 +98,7 @@ func testLogRefused(t *testing.T, b Bounded, err error) {
 	if !errors.Is(err, keyrate.ErrUnsupportedAlgorithm) || !errors.Is(err, keyrate.ErrInvalidPolicy) {
 		t.Errorf("SetPolicy(sliding-log) = %v, want ErrUnsupportedAlgorithm and ErrInvalidPolicy", err)
 	}
+	namesPackageOnce(t, "SetPolicy(sliding-log)", err)
 	if d, err := l.AllowN("k", 5); err != nil || !d.Allowed {
 		t.Errorf("after a refused SetPolicy, AllowN = %+v, %v", d, err)
 	}

@@ -303,6 +303,7 @@ func testPolicyBadInput(t *testing.T, b Bounded) {
 		if err != nil && !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("New with policy %s: %q does not say %q", c.name, err, c.msg)
 		}
+		namesPackageOnce(t, "New with policy "+c.name, err)
 	}
 	l, _ := openPolicies(t, b, keyrate.PerSecond(5), keyrate.WithPolicies(twoWindows),
 		keyrate.WithPolicyFunc(func(key string) string {
@@ -312,9 +313,11 @@ func testPolicyBadInput(t *testing.T, b Bounded) {
 			return ""
 		}))
 	for _, c := range bad {
-		if err := l.SetPolicy(c.p); !errors.Is(err, keyrate.ErrInvalidPolicy) {
+		err := l.SetPolicy(c.p)
+		if !errors.Is(err, keyrate.ErrInvalidPolicy) {
 			t.Errorf("SetPolicy(%s) = %v, want ErrInvalidPolicy", c.name, err)
 		}
+		namesPackageOnce(t, "SetPolicy("+c.name+")", err)
 	}
 	if _, err := l.Tier("gold"); !errors.Is(err, keyrate.ErrUnknownPolicy) || !strings.Contains(err.Error(), `"gold"`) {
 		t.Errorf("Tier(gold) = %v, want ErrUnknownPolicy naming it", err)
@@ -562,5 +565,15 @@ func testMovedUnderCaller(t *testing.T, b Bounded) {
 				t.Fatalf("a third request of 3 with 2 left = %+v, want denied", d)
 			}
 		})
+	}
+}
+
+// namesPackageOnce fails t if err's message says "keyrate: " more than
+// once: an error wrapping two of keyrate's (ErrInvalidPolicy and
+// ErrInvalidLimit, say) names the package at its start only.
+func namesPackageOnce(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil && strings.Count(err.Error(), "keyrate: ") > 1 {
+		t.Errorf("%s: %q names the package more than once", what, err)
 	}
 }

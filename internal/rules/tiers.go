@@ -12,6 +12,7 @@ import (
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/handle"
+	"github.com/keyrate/keyrate/internal/wrap"
 )
 
 // tierSlot holds the current version of one named policy. A Tier
@@ -190,7 +191,7 @@ func (ps *Policies) Set(p keyrate.Policy) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.noLog != "" && rs.log {
-		return fmt.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidPolicy, keyrate.ErrUnsupportedAlgorithm, ps.noLog, p.Name, keyrate.SlidingLog)
+		return wrap.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidPolicy, keyrate.ErrUnsupportedAlgorithm, ps.noLog, p.Name, keyrate.SlidingLog)
 	}
 	names := *ps.names.Load()
 	if slot := names[p.Name]; slot != nil {
@@ -227,7 +228,7 @@ func (ps *Policies) RefuseLog(store string) error {
 	ps.noLog = store
 	for _, slot := range *ps.names.Load() {
 		if rs := slot.cur.Load(); rs.log {
-			return fmt.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidLimit, keyrate.ErrUnsupportedAlgorithm, store, slot.Name, keyrate.SlidingLog)
+			return wrap.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidLimit, keyrate.ErrUnsupportedAlgorithm, store, slot.Name, keyrate.SlidingLog)
 		}
 	}
 	return nil
