@@ -605,11 +605,70 @@ func (m *md) redis() {
 	}
 	m.p("")
 	m.p("Target: allow's p50 within %g× of empty's with one client and %g× with more, and at most %d allocs/op (see Targets). The in-process stores' ns/op above are the price without the network.\n", redisEmptyOne, redisEmptyMany, redisAllocsMax)
+	m.redisOthers()
 	on, ok1 := s.Median(hotKeyCell(true, unitAllows))
 	off, ok2 := s.Median(hotKeyCell(false, unitAllows))
 	if ok1 && ok2 && off > 0 {
 		m.p("**One hot key, leases** (BenchmarkHotKey, redisbucket/lease_test.go): 4 stores, each with its own client, × 8 goroutines on one key the limit never denies. Without leases every call is a round trip: %.0f allows/s. With `WithLeases(redisbucket.Lease{Size: 100, Life: 10 * time.Millisecond})` a node spends 100 tokens in one call and hands them out locally: %.0f allows/s, %.2f× (target: at least %g×).\n", off, on, on/off, leaseSpeedupMin)
 	}
+}
+
+// redisOpNotes says what each of BenchmarkRedis's other ops measures.
+var redisOpNotes = map[string]string{
+	"allow-pipelined": "`AllowN` under `WithPipelining` (calls that arrive while two are in flight go out together, up to 16 a pipeline)",
+	"allow-windows=2": "`AllowTier` under a policy of two windows",
+	"allow-sliding":   "`AllowTier` under a sliding window",
+	"wait":            "`Wait` (the script's reservation mode), never needing to sleep",
+	"deny-cached":     "`AllowN` on a key the deny cache (`WithDenyCache`) denies: no round trip",
+}
+
+// redisOthers writes BenchmarkRedis's ops other than allow and empty,
+// each against empty's p50 at the same client count.
+func (m *md) redisOthers() {
+	s := m.s
+	var ops []string
+	for _, op := range s.RedisOps {
+		if op != redisAllow && op != redisEmpty {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	m.p("Other calls, from the same run:\n")
+	for _, op := range ops {
+		if note, ok := redisOpNotes[op]; ok {
+			m.p("- `%s`: %s.", op, note)
+		}
+	}
+	m.p("")
+	m.p("| op | clients | ns/op | ops/s | p50 | p99 | allocs/op | p50 ÷ empty |")
+	m.p("|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, op := range ops {
+		for _, n := range s.RedisClients {
+			ns, ok := s.Median(redisCell(op, n, unitNs))
+			if !ok || ns <= 0 {
+				continue
+			}
+			row := []string{"`" + op + "`", fmt.Sprint(n), fmtNum(ns), fmt.Sprintf("%.0f", 1e9/ns)}
+			for _, u := range []string{unitP50, unitP99} {
+				if v, ok := s.Median(redisCell(op, n, u)); ok {
+					row = append(row, fmtMicros(v))
+				} else {
+					row = append(row, "—")
+				}
+			}
+			if a, ok := s.Median(redisCell(op, n, unitAllocs)); ok {
+				row = append(row, fmt.Sprintf("%g", a))
+			} else {
+				row = append(row, "—")
+			}
+			r, ok := s.ratio(redisCell(op, n, unitP50), redisCell(redisEmpty, n, unitP50))
+			row = append(row, fmtRatio(r, ok))
+			m.p("| %s |", strings.Join(row, " | "))
+		}
+	}
+	m.p("")
 }
 
 // deltas compares the reported set with base, benchstat style.
@@ -694,9 +753,21 @@ func fmtSpeed(x float64) string {
 	}
 }
 
+// fmtMicros formats ns as µs: one decimal, or three below 1 µs (a call
+// that makes no round trip).
+func fmtMicros(ns float64) string {
+	if ns < 1e3 {
+		return fmt.Sprintf("%.3f µs", ns/1e3)
+	}
+	return fmt.Sprintf("%.1f µs", ns/1e3)
+}
+
 func fmtRatio(r float64, ok bool) string {
 	if !ok {
 		return "—"
+	}
+	if r > 0 && r < 0.01 {
+		return fmt.Sprintf("%.4f×", r) // a call with no round trip: two decimals would say 0.00×
 	}
 	return fmt.Sprintf("%.2f×", r)
 }

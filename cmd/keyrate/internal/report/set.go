@@ -110,6 +110,9 @@ type Set struct {
 	// at, ascending; empty when the set has no Redis results.
 	RedisClients []int
 
+	// RedisOps lists BenchmarkRedis's op= values, in first-seen order.
+	RedisOps []string
+
 	// Warnings lists the lines that could not be parsed.
 	Warnings []string
 
@@ -215,6 +218,9 @@ func Read(r io.Reader, label string) (*Set, error) {
 			if !seenClients[clients] {
 				seenClients[clients] = true
 				s.RedisClients = append(s.RedisClients, clients)
+			}
+			if !slices.Contains(s.RedisOps, op) {
+				s.RedisOps = append(s.RedisOps, op)
 			}
 			continue
 		}
