@@ -597,7 +597,14 @@ func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode
 		return nil, err
 	}
 	s.calls.Add(1)
+	sent := false
+	defer func() {
+		if !sent { // the client panicked (a hook's panic): no verdict, but a probe must not stay in flight for good
+			s.brk.exit(probe, gaveUp, nil)
+		}
+	}()
 	res, err := s.send(parent, rkey, p, cost, mode)
+	sent = true
 	o := answered
 	if err != nil {
 		o = failed
