@@ -98,3 +98,12 @@ func deadlineOf(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
 	return d
 }
+
+// orBackground returns ctx, or context.Background() for a nil ctx: every
+// method that takes a context treats nil as Background, as Wait does.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}

@@ -294,7 +294,8 @@
 // not answer is lost under FailClosed (an error wrapping ErrUnavailable)
 // and FailOpen (no error: nothing was counted), and given to the fallback
 // store under FallbackLocal. A caller's own context that ends first is not
-// an outage: the call returns its error.
+// an outage: the call returns its error. A nil context is
+// context.Background(), for every method that takes one.
 //
 // # Metrics
 //

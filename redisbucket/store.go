@@ -337,6 +337,7 @@ func (s *Store) AllowN(key string, cost int) (keyrate.Decision, error) {
 // ErrUnavailable under FailClosed and no error under FailOpen and
 // FallbackLocal.
 func (s *Store) AllowNContext(ctx context.Context, key string, cost int) (keyrate.Decision, error) {
+	ctx = orBackground(ctx)
 	rs, err := s.pols.ForKey(key)
 	if err != nil {
 		s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
@@ -458,6 +459,7 @@ func (s *Store) Peek(key string) keyrate.Decision {
 // Redis fails, are those of AllowNContext for a cost of 1, except that
 // FallbackLocal peeks at the fallback store.
 func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, error) {
+	ctx = orBackground(ctx)
 	rs, err := s.pols.ForKey(key)
 	if err != nil {
 		return keyrate.Decision{}, err
@@ -696,6 +698,7 @@ func (s *Store) Len() int {
 // bounded by the store's timeout, so it is for tests and diagnostics, not
 // for a request path. An error wraps ErrUnavailable or ctx.Err().
 func (s *Store) LenContext(ctx context.Context) (int, error) {
+	ctx = orBackground(ctx)
 	var total atomic.Int64
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		n, err := s.scan(ctx, c)

@@ -26,6 +26,7 @@ func (s *Store) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Deci
 // store, and otherwise the errors of AllowNContext. Under an unlimited
 // policy every request is allowed, and nothing is sent to Redis.
 func (s *Store) AllowTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
+	ctx = orBackground(ctx)
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
 		s.pols.ObserveMiss(key, tier, cost, err)
@@ -58,6 +59,7 @@ func (s *Store) Refund(key string, cost int) error {
 // which counted nothing, nil; under FallbackLocal it gives the tokens back
 // to the fallback store instead, and returns nil.
 func (s *Store) RefundContext(ctx context.Context, key string, cost int) error {
+	ctx = orBackground(ctx)
 	rs, err := s.pols.ForKey(key)
 	if err != nil {
 		return err
@@ -73,6 +75,7 @@ func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
 // RefundTierContext is RefundContext under tier's policy. It returns an
 // error wrapping keyrate.ErrUnknownPolicy for a Tier of another store.
 func (s *Store) RefundTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
+	ctx = orBackground(ctx)
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Re
 // Cancel is the fallback's), or, for a cost the fallback can never allow,
 // an error wrapping ErrUnavailable and the fallback's error.
 func (s *Store) ReserveContext(ctx context.Context, key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	ctx = orBackground(ctx)
 	rs, err := s.pols.ForKey(key)
 	if err != nil {
 		s.pols.ObserveMiss(key, keyrate.Tier{}, cost, err)
@@ -67,6 +68,7 @@ func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait tim
 // ReserveTierContext is ReserveContext under tier's policy. It returns an
 // error wrapping keyrate.ErrUnknownPolicy for a Tier of another store.
 func (s *Store) ReserveTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	ctx = orBackground(ctx)
 	rs, err := s.pols.Rules(tier)
 	if err != nil {
 		s.pols.ObserveMiss(key, tier, cost, err)
@@ -251,6 +253,7 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 // the limit) and returns an error wrapping ErrUnavailable, whatever the
 // failure policy; if ctx is done first, one wrapping ctx.Err().
 func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool, error) {
+	ctx = orBackground(ctx)
 	local := rules.ReservationRules(r)
 	if !r.OK() || local == nil || local.Unlimited() || r.Delay() <= 0 {
 		return false, nil
