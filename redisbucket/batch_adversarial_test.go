@@ -1,0 +1,220 @@
+package redisbucket_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+// TestPipelineRepliesToTheirCallers: goroutines of two stores (two
+// processes) on one server and on a Cluster, each spending its own key
+// at its own cost, through one turn and pipelines of up to 4 calls, with
+// contexts that end at random: every answer a call gets is its own key's,
+// at its own cost (Remaining is Burst less a multiple of that cost, and
+// falls at every allowed call), no key admits past its Burst, and no
+// turn stays taken. A reply handed to the wrong waiter, or a waiter's
+// command sent twice or not at all while it is told it was, shows in
+// Remaining.
+func TestPipelineRepliesToTheirCallers(t *testing.T) {
+	const goroutines, calls, burst = 12, 25, 1000
+	for _, b := range backends(t) {
+		t.Run("redis="+b.name, func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			limit := keyrate.PerHour(1).WithBurst(burst)
+			var stores []*redisbucket.Store
+			hook := newGateHook() // armed never: it counts the pipelines
+			for range 2 {
+				c := b.client(t).(hookable)
+				c.AddHook(hook)
+				stores = append(stores, mustNew(t, c, limit, redisbucket.WithPrefix(prefix),
+					redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+					redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1, MaxBatch: 4})))
+			}
+			var wg sync.WaitGroup
+			release := make(chan struct{})
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(g), 7))
+					key, cost := fmt.Sprint("g", g), g+1
+					admitted, last := 0, burst
+					<-release
+					for i := range calls {
+						s := stores[(g+i)%2]
+						ctx, cancel := context.WithCancel(context.Background())
+						if r.IntN(3) == 0 {
+							go cancel()
+						}
+						d, err := s.AllowNContext(ctx, key, cost)
+						cancel()
+						switch {
+						case errors.Is(err, context.Canceled):
+							continue // may or may not have spent
+						case err != nil:
+							t.Errorf("%s: AllowN: %+v, %v", key, d, err)
+							return
+						case (burst-d.Remaining)%cost != 0 || (d.Allowed && d.Remaining >= last):
+							t.Errorf("%s (cost %d): %+v after Remaining %d: another call's answer", key, cost, d, last)
+							return
+						}
+						if d.Allowed {
+							admitted += cost
+							last = d.Remaining
+						}
+					}
+					if admitted > burst {
+						t.Errorf("%s: %d admitted, past the burst %d", key, admitted, burst)
+					}
+				}()
+			}
+			close(release)
+			wg.Wait()
+			for _, s := range stores {
+				if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+					t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+				}
+			}
+			if len(hook.pipelines()) == 0 {
+				t.Errorf("%d goroutines through one turn sent no pipeline: the test tests nothing", goroutines)
+			}
+		})
+	}
+}
+
+// TestPipelineHasteAlone: a call whose caller's deadline is shorter than
+// the store's timeout is never sent in another's pipeline, and, handed
+// the turn, sends itself alone: the calls queued behind it go in the
+// next pipeline, led by the oldest of them. Each gets its own answer.
+func TestPipelineHasteAlone(t *testing.T) {
+	client := newClient(t, server(t).Addr())
+	hook := newGateHook()
+	client.AddHook(hook)
+	prefix := uniquePrefix(t)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(prefix),
+		redisbucket.WithTimeout(time.Minute), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}))
+	open := hook.armCall()
+	first := goAllow(t.Context(), s, "first")
+	<-hook.entered
+	hasty, cancel := context.WithTimeout(t.Context(), 30*time.Second) // below the store's minute
+	defer cancel()
+	answers := []<-chan outcome{goAllow(t.Context(), s, "a")}
+	waitQueued(t, s, 1)
+	answers = append(answers, goAllow(hasty, s, "hasty"))
+	waitQueued(t, s, 2)
+	answers = append(answers, goAllow(t.Context(), s, "b"), goAllow(hasty, s, "hasty2"))
+	waitQueued(t, s, 4)
+	answers = append(answers, goAllow(t.Context(), s, "c"))
+	waitQueued(t, s, 5)
+	open()
+	within(t, "the first call", first)
+	for i, ch := range answers {
+		if o := within(t, "a queued call", ch); o.err != nil || !o.d.Allowed || o.d.Remaining != 4 {
+			t.Errorf("queued call %d: %+v, %v; want allowed with 4 left", i, o.d, o.err)
+		}
+	}
+	// "a" leads "b" and "c"; "hasty" and "hasty2" go alone, each on a
+	// turn of its own.
+	want := [][]string{{prefix + "a", prefix + "b", prefix + "c"}}
+	if got := hook.pipelineKeys(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("pipelines of the keys %q; want %q", got, want)
+	}
+	if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+		t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+	}
+}
+
+// TestPipelineLeaderCancelled: the caller of a pipeline's leader giving
+// up while the pipeline is in flight (held by a hook) fails none of the
+// other calls in it: each gets Redis's answer. (The pipeline is bounded
+// by the leader's deadline, not by its caller's cancellation.)
+func TestPipelineLeaderCancelled(t *testing.T) {
+	client := newClient(t, server(t).Addr())
+	hook := newGateHook()
+	client.AddHook(hook)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}))
+	open := hook.armCall()
+	first := goAllow(t.Context(), s, "first")
+	<-hook.entered
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	leader := goAllow(ctx, s, "leader")
+	waitQueued(t, s, 1)
+	others := []<-chan outcome{goAllow(t.Context(), s, "o1"), goAllow(context.Background(), s, "o2")}
+	waitQueued(t, s, 3)
+	openPipe := hook.armPipe()
+	open()
+	within(t, "the first call", first)
+	<-hook.entered // the leader's pipeline of 3, held
+	cancel()
+	openPipe()
+	if o := within(t, "the leader", leader); o.err != nil && !errors.Is(o.err, context.Canceled) {
+		t.Errorf("the leader: %+v, %v; want its answer or context.Canceled", o.d, o.err)
+	}
+	for i, ch := range others {
+		if o := within(t, "a call of the pipeline", ch); o.err != nil || !o.d.Allowed || o.d.Remaining != 4 {
+			t.Errorf("call %d of the pipeline whose leader gave up: %+v, %v; want Redis's answer, allowed with 4 left", i, o.d, o.err)
+		}
+	}
+	if got := hook.pipelines(); !slices.Equal(got, []int{3}) {
+		t.Errorf("pipelines of %v calls; want one of 3", got)
+	}
+	if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+		t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+	}
+}
+
+// TestPipelineHandoffRace: a queued call handed the turn at the moment
+// its context ends (both released together, many times over, in either
+// order) hands the turn on: the call behind it is answered by Redis, and
+// no turn stays taken. A turn lost there would leave every later call
+// queued to its timeout; one duplicated, two calls in flight on one turn.
+func TestPipelineHandoffRace(t *testing.T) {
+	client := newClient(t, server(t).Addr())
+	hook := newGateHook()
+	client.AddHook(hook)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(1000), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}))
+	const rounds = 40
+	for i := range rounds {
+		open := hook.armCall()
+		first := goAllow(t.Context(), s, "first")
+		<-hook.entered
+		ctx, cancel := context.WithCancel(t.Context())
+		racer := goAllow(ctx, s, "racer")
+		waitQueued(t, s, 1)
+		behind := goAllow(t.Context(), s, "behind")
+		waitQueued(t, s, 2)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); open() }()
+		go func() { defer wg.Done(); cancel() }()
+		wg.Wait()
+		within(t, "the first call", first)
+		if o := within(t, "the racing call", racer); o.err != nil && !errors.Is(o.err, context.Canceled) {
+			t.Fatalf("round %d: the call whose context ended as it was handed the turn: %+v, %v", i, o.d, o.err)
+		}
+		if o := within(t, "the call behind", behind); o.err != nil || !o.d.Allowed {
+			t.Fatalf("round %d: the call behind: %+v, %v; want Redis's answer, allowed", i, o.d, o.err)
+		}
+		if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+			t.Fatalf("round %d: %d queued and %d in flight; want none", i, q, f)
+		}
+	}
+	if st := s.Stats(); st.Errors != 0 || st.Degraded != 0 {
+		t.Errorf("Stats %+v: callers that gave up counted as an outage", st)
+	}
+}
