@@ -25,7 +25,7 @@ import (
 // so that a call that returns by its own bound never fails the test
 // however loaded the machine is, and one that waits for the held call
 // (released only after heldFor) always does.
-const heldFor = 15 * time.Second
+const heldFor = 8 * time.Second
 
 // TestLeaseHolderDelaysOthers: a request on a hot key whose lease is
 // being taken (the lease's EVALSHA held in flight by a hook) must not be
