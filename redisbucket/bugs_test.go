@@ -290,3 +290,88 @@ func TestPipelineHungMasterDelaysOthers(t *testing.T) {
 	within(t, "a held call", h1)
 	within(t, "a held call", h2)
 }
+
+// deadlineHook records the deadline of every EVALSHA's context and, when
+// hang is set, holds each until that deadline, as a hung server would.
+type deadlineHook struct {
+	hang      atomic.Bool
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (h *deadlineHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *deadlineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			d, _ := ctx.Deadline()
+			h.mu.Lock()
+			h.deadlines = append(h.deadlines, d)
+			h.mu.Unlock()
+			if h.hang.Load() {
+				<-ctx.Done()
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *deadlineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestLeaseCallBoundedByOneTimeout: every call is bounded by the store's
+// timeout, retries included (doc.go), but with WithLeases one AllowN can
+// make up to three round trips, each bounded by a timeout of its own
+// (Store.send derives a fresh deadline per round trip): the refund of an
+// expired lease's unused tokens (leases.giveBack), the next lease, and,
+// if Redis denies the lease, the request alone. Here a request on a hot
+// key whose lease expired with a token left, on a server that hangs (a
+// hook holds each EVALSHA to its deadline), sends the refund and then the
+// lease, the lease's deadline a full timeout after the refund's: the call
+// takes twice the timeout.
+func TestLeaseCallBoundedByOneTimeout(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	client := newClient(t, server(t).Addr())
+	hook := &deadlineHook{}
+	client.AddHook(hook)
+	clk := clock.NewManual(start)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(20), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(timeout), redisbucket.WithTimeSource(clk),
+		redisbucket.WithLeases(redisbucket.Lease{Size: 3, Life: time.Second}))
+	allow := func(what string) {
+		t.Helper()
+		if d, err := s.AllowN("hot", 1); err != nil || !d.Allowed {
+			t.Fatalf("%s: %+v, %v; want allowed", what, d, err)
+		}
+	}
+	allow("the first request")  // the key is known
+	allow("the second request") // hot: a lease of 3, 2 left
+	clk.Advance(600 * time.Millisecond)
+	allow("a request from the lease") // 1 left
+	if st := s.Stats(); st.Leases != 1 || st.Leased != 2 {
+		t.Fatalf("Stats %+v; want 1 lease that answered 2", st)
+	}
+	clk.Advance(600 * time.Millisecond) // hot still; the lease has ended with a token left
+	hook.mu.Lock()
+	hook.deadlines = nil
+	hook.mu.Unlock()
+	hook.hang.Store(true)
+	d, err := s.AllowN("hot", 1)
+	hook.hang.Store(false)
+	if d.Allowed || !errors.Is(err, redisbucket.ErrUnavailable) {
+		t.Fatalf("AllowN on a hung server: %+v, %v; want FailClosed's answer", d, err)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.deadlines) == 0 {
+		t.Fatal("the request sent nothing")
+	}
+	first, last := hook.deadlines[0], hook.deadlines[len(hook.deadlines)-1]
+	if spread := last.Sub(first); spread > timeout/2 {
+		t.Errorf("one AllowN sent %d round trips whose deadlines span %v: it is bounded by %d timeouts of %v, not one",
+			len(hook.deadlines), spread, len(hook.deadlines), timeout)
+	}
+}
