@@ -61,14 +61,61 @@ func (ds *deadlines) slotFor(d time.Time) *slot {
 	return sl
 }
 
-// with returns parent bounded by the store's timeout, and the function
-// that releases it.
+// with returns parent bounded by the store's timeout (a callCtx's by the
+// timeout of its call), and the function that releases it.
 func (ds *deadlines) with(parent context.Context) (context.Context, context.CancelFunc) {
-	if parent.Done() != nil {
-		return context.WithTimeout(parent, ds.timeout)
+	var d time.Time
+	if c, ok := parent.(*callCtx); ok && c.ds == ds {
+		d, parent = c.until, c.Context
+	} else {
+		d = time.Now().Add(ds.timeout)
 	}
-	d := time.Now().Add(ds.timeout)
+	if parent.Done() != nil {
+		return context.WithDeadline(parent, d)
+	}
 	return &timeoutCtx{Context: parent, deadline: d, slot: ds.slotFor(d)}, func() {}
+}
+
+// callCtx is the caller's context for a call that makes several round
+// trips (a request on a hot key under WithLeases: the refund of an ended
+// lease, the next lease, the request alone), so that one timeout bounds
+// them all, as it bounds a call of one: each round trip ends by until,
+// the call's first round trip's start plus the store's timeout (see
+// deadlines.with). It is the caller's context in every other way: its
+// Done and Err are the caller's, so that a round trip the timeout ends
+// is an outage, not the caller giving up. A call under one goes out
+// alone under WithPipelining: its deadline is shorter than a timeout.
+type callCtx struct {
+	context.Context // the caller's
+	until           time.Time
+	ds              *deadlines // the store's whose timeout bounds the call
+}
+
+// newCallCtx returns ctx as the context of a call whose round trips
+// start now, bounded by ds's timeout.
+func newCallCtx(ctx context.Context, ds *deadlines) *callCtx {
+	return &callCtx{Context: ctx, until: time.Now().Add(ds.timeout), ds: ds}
+}
+
+// wait waits until done is closed, and returns nil; or, if the caller's
+// context ends first, its error; or, if the call's timeout passes first,
+// nil (what comes next fails on that timeout, as an outage).
+func (c *callCtx) wait(done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	t := time.NewTimer(time.Until(c.until))
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-c.Done():
+		return c.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // timeoutCtx is a context that is never cancelled but ends at its

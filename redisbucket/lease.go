@@ -70,6 +70,12 @@ type Lease struct {
 // per Life in each process; a key's lease is taken only when Size fits in
 // every window's Burst.
 //
+// A request that arrives while another is taking the key's next lease
+// (or giving back the last one's tokens) waits for it and is answered from
+// it if it can be, within its own context and the store's timeout: one
+// timeout bounds each request, its wait and its round trips together,
+// however many requests on a hot key a hung server holds up.
+//
 // The Decision of a request a lease answers is allowed, with Remaining
 // the lease's tokens left and no reset times: it is not Redis's.
 // Stats.Leases and Stats.Leased count the leases taken and the requests
@@ -112,8 +118,14 @@ type leases struct {
 }
 
 // lease is one key's: the tokens left to hand out until end, under rs.
+// Its mutex is never held across a round trip: a request that must talk
+// to Redis for the lease (to give its tokens back, to take the next)
+// marks it busy, with a channel it closes when done, and lets go of the
+// mutex. The key's other requests wait on that channel, their own
+// context and their own timeout, whichever ends first (see allow).
 type lease struct {
 	mu     sync.Mutex
+	busy   chan struct{} // non-nil while a request takes or gives back the lease's tokens in Redis; closed when it is done
 	rs     *rules.Rules
 	fits   bool // Size fits in every window of rs
 	tokens int
@@ -144,7 +156,7 @@ func (ls *leases) entry(key string, now time.Duration) *lease {
 	if len(sh.m) >= ls.max {
 		for k, l := range sh.m { // drop the cold keys with nothing leased
 			if l.mu.TryLock() {
-				if l.tokens == 0 && now-l.last >= ls.cfg.Life {
+				if l.tokens == 0 && l.busy == nil && now-l.last >= ls.cfg.Life {
 					delete(sh.m, k)
 				}
 				l.mu.Unlock()
@@ -161,57 +173,99 @@ func (ls *leases) entry(key string, now time.Duration) *lease {
 
 // allow answers a request of cost for key under rs from a lease, taking
 // one if the key is hot, and reports whether it did; if not, the request
-// goes to Redis as without leases. A lease's round trip that fails is
-// answered by the failure policy (and reported as answered, and as
-// degraded).
-func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rules, cost int) (_ keyrate.Decision, ok bool, _ error, degraded bool) {
+// goes to Redis as without leases, under the context allow returns (ctx,
+// or the callCtx that bounds the call's round trips: one timeout for the
+// whole call). A lease's round trip that fails is answered by the failure
+// policy (and reported as answered, and as degraded).
+//
+// A request that finds another one taking or giving back the key's lease
+// waits for it, once, so that the new lease's tokens serve it, but no
+// longer than its own context and its own timeout allow, counted from the
+// start of its wait and bounding its round trip after it too: a hung
+// server costs each request at most one timeout, however many requests
+// on the key queue up.
+func (ls *leases) allow(ctx context.Context, s *Store, key string, rs *rules.Rules, cost int) (_ keyrate.Decision, ok bool, _ error, degraded bool, rt context.Context) {
 	now := ls.clk.Now()
 	l := ls.entry(key, now)
 	if l == nil || cost > ls.cfg.Size {
-		return keyrate.Decision{}, false, nil, false
+		return keyrate.Decision{}, false, nil, false, ctx
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	if busy := l.busy; busy != nil {
+		l.mu.Unlock()
+		call := newCallCtx(ctx, s.deadlines)
+		if err := call.wait(busy); err != nil {
+			return keyrate.Decision{}, true, fmt.Errorf("redisbucket: %w", err), false, call
+		}
+		l.mu.Lock()
+		if l.busy != nil { // another request took the turn: go to Redis, with what is left of the timeout
+			l.mu.Unlock()
+			return keyrate.Decision{}, false, nil, false, call
+		}
+		rt = call
+	}
 	now = ls.clk.Now() // read under the lock: no earlier than the last request's
 	hot := now-l.last < ls.cfg.Life && now >= l.last
 	l.last = now
+	if l.rs == rs && l.tokens >= cost && now < l.end && now >= l.end-ls.cfg.Life {
+		l.tokens -= cost
+		left := l.tokens
+		l.mu.Unlock()
+		s.leased.Add(1)
+		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: left}, true, nil, false, ctx
+	}
+	// The lease is spent, over, or of another policy: its tokens go back,
+	// and the next is taken if the key is hot, with the mutex let go.
+	back, backRS := l.tokens, l.rs
+	l.tokens, l.end = 0, 0
 	if l.rs != rs {
-		ls.giveBack(ctx, s, key, l)
 		l.rs = rs
 		l.fits = rs.CheckCost(ls.cfg.Size) == nil
 	}
-	if l.tokens >= cost && now < l.end && now >= l.end-ls.cfg.Life {
-		l.tokens -= cost
-		s.leased.Add(1)
-		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil, false
+	take := hot && l.fits
+	if rt == nil {
+		rt = ctx
 	}
-	ls.giveBack(ctx, s, key, l)
-	if !hot || !l.fits {
-		return keyrate.Decision{}, false, nil, false
+	if back == 0 && !take {
+		l.mu.Unlock()
+		return keyrate.Decision{}, false, nil, false, rt
+	}
+	busy := make(chan struct{})
+	l.busy = busy
+	l.mu.Unlock()
+	granted := 0
+	defer func() { // also if the client panics: the lease must not stay busy for good
+		l.mu.Lock()
+		l.busy = nil
+		if granted > 0 {
+			l.tokens, l.end = granted, now+ls.cfg.Life
+		}
+		l.mu.Unlock()
+		close(busy)
+	}()
+	if _, ok := rt.(*callCtx); !ok {
+		rt = newCallCtx(ctx, s.deadlines)
+	}
+	if back > 0 && backRS != nil {
+		var st [keyrate.MaxLimits]rules.State
+		_, _, _ = s.eval(rt, key, backRS, -back, st[:backRS.Len()]) // lost if Redis does not answer: that only admits less
+	}
+	if !take {
+		return keyrate.Decision{}, false, nil, false, rt
 	}
 	var st [keyrate.MaxLimits]rules.State
-	denied, _, err := s.eval(ctx, key, rs, ls.cfg.Size, st[:rs.Len()])
+	denied, _, err := s.eval(rt, key, rs, ls.cfg.Size, st[:rs.Len()])
 	if err != nil {
 		d, err, degraded := s.failed(ctx, key, rs, cost, err)
-		return d, true, err, degraded
+		return d, true, err, degraded, rt
 	}
 	if denied >= 0 {
-		return keyrate.Decision{}, false, nil, false // too few tokens for a lease: ask for cost alone
+		return keyrate.Decision{}, false, nil, false, rt // too few tokens for a lease: ask for cost alone
 	}
 	s.leasesTaken.Add(1)
 	s.leased.Add(1)
-	l.tokens, l.end = ls.cfg.Size-cost, now+ls.cfg.Life
-	return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: l.tokens}, true, nil, false
-}
-
-// giveBack refunds l's unused tokens, under l.rs, and empties it. A refund
-// Redis does not answer is lost, which only admits less.
-func (ls *leases) giveBack(ctx context.Context, s *Store, key string, l *lease) {
-	if l.tokens > 0 && l.rs != nil {
-		var st [keyrate.MaxLimits]rules.State
-		_, _, _ = s.eval(ctx, key, l.rs, -l.tokens, st[:l.rs.Len()])
-	}
-	l.tokens, l.end = 0, 0
+	granted = ls.cfg.Size - cost
+	return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs), Remaining: granted}, true, nil, false, rt
 }
 
 // slack returns g = ⌈Rate·life/Per⌉ for l: the tokens a window refills in

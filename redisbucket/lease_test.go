@@ -243,3 +243,45 @@ func TestLeaseSlackNeeded(t *testing.T) {
 	}
 	t.Logf("%d admissions at the instant 1s without the slack; the bound is %d", at1s, limit.Burst)
 }
+
+// TestLeaseWaiters: a request on a hot key whose lease another request is
+// taking (its EVALSHA held in flight by a hook) waits for it and is served
+// from the new lease, with no round trip of its own; one whose context
+// ends (before its wait or during it: the test cannot tell which) returns
+// at once with the context's error, and the lease still serves the next. (TestLeaseHolderDelaysOthers: one whose
+// timeout ends first returns by it.)
+func TestLeaseWaiters(t *testing.T) {
+	client := newClient(t, server(t).Addr())
+	hook := newGateHook()
+	client.AddHook(hook)
+	clk := clock.NewManual(start)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(20), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clk),
+		redisbucket.WithLeases(redisbucket.Lease{Size: 5, Life: time.Second}))
+	if d, err := s.AllowN("hot", 1); err != nil || !d.Allowed { // the key is known, not yet hot
+		t.Fatalf("the first request: %+v, %v; want allowed", d, err)
+	}
+	calls := s.Stats().Calls
+	open := hook.armCall()
+	taker := goAllow(t.Context(), s, "hot") // hot: takes a lease of 5, held
+	<-hook.entered
+	served := goAllow(t.Context(), s, "hot")
+	ctx, cancel := context.WithCancel(t.Context())
+	leaving := goAllow(ctx, s, "hot")
+	cancel()
+	if o := within(t, "the request whose context ended", leaving); !errors.Is(o.err, context.Canceled) || o.d.Allowed {
+		t.Errorf("a waiting request whose context ended: %+v, %v; want context.Canceled, not allowed", o.d, o.err)
+	}
+	open()
+	for what, ch := range map[string]<-chan outcome{"the lease's taker": taker, "the waiting request": served} {
+		if o := within(t, what, ch); o.err != nil || !o.d.Allowed {
+			t.Errorf("%s: %+v, %v; want allowed", what, o.d, o.err)
+		}
+	}
+	if d, err := s.AllowN("hot", 1); err != nil || !d.Allowed || d.Remaining != 2 {
+		t.Errorf("the next request: %+v, %v; want allowed from the lease, 2 left", d, err)
+	}
+	if st := s.Stats(); st.Calls != calls+1 || st.Leases != 1 || st.Leased != 3 {
+		t.Errorf("Stats %+v; want one call since the first request (the lease), answering 3 requests", st)
+	}
+}

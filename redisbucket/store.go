@@ -376,14 +376,18 @@ func (s *Store) decide(ctx context.Context, key string, rs *rules.Rules, cost in
 			return d, nil, false
 		}
 	}
+	rt := ctx // the context of the call's round trips
 	if s.leases != nil && !windowed(rs) {
-		if d, ok, err, degraded := s.leases.allow(ctx, s, key, rs, cost); ok {
+		var d keyrate.Decision
+		var ok bool
+		var err error
+		if d, ok, err, degraded, rt = s.leases.allow(ctx, s, key, rs, cost); ok {
 			return d, err, degraded
 		}
 	}
 	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
-	denied, t0, err := s.eval(ctx, key, rs, cost, st[:n])
+	denied, t0, err := s.eval(rt, key, rs, cost, st[:n])
 	if err == nil {
 		d := rs.Decide(st[:n], t0, cost, denied)
 		if s.deny != nil && !rs.IsLog() {
@@ -633,9 +637,10 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 		m = mode
 	}
 	alone := false
-	if s.batch != nil { // the caller's deadline, if shorter than the timeout, is ctx's
+	if s.batch != nil { // the caller's deadline, or the call's, if shorter than the timeout, is ctx's
 		pd, ok := parent.Deadline()
-		alone = ok && pd.Equal(deadlineOf(ctx))
+		_, call := parent.(*callCtx)
+		alone = call || ok && pd.Equal(deadlineOf(ctx))
 	}
 	bp := argPool.Get().(*[]any)
 	if p.log {
