@@ -47,7 +47,7 @@ var churnPolicies = []keyrate.Policy{
 
 // FuzzAgreeUnderChurn drives a striped store (1 to 8 stripes, keys kept or
 // hashed, with or without a cap of a few keys) and a mutexbucket store
-// through one sequence of spends, peeks, refunds, sweeps, moves of keys
+// through one sequence of spends, peeks, reservations (a wait of up to 5 s) and their cancellations, refunds, sweeps, moves of keys
 // between policies, changes of a policy, and bursts of short-lived keys
 // (which grow the stripes' tables, are refunded full, and are evicted by
 // the sampling on insertion, shrinking the tables and compacting the
@@ -87,7 +87,8 @@ func FuzzAgreeUnderChurn(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gone := map[string]bool{} // keys one store refused
+		gone := map[string]bool{}                       // keys one store refused
+		reserved := map[string][2]keyrate.Reservation{} // each key's last reservation: striped's, mutexbucket's
 		churn := 0
 		decide := func(i int, what, key string, f func(keyrate.PolicyLimiter) (keyrate.Decision, error)) {
 			if gone[key] {
@@ -114,10 +115,35 @@ func FuzzAgreeUnderChurn(f *testing.F) {
 					return l.AllowN(key, cost)
 				})
 			case 2:
-				decide(i, "Peek", key, func(l keyrate.PolicyLimiter) (keyrate.Decision, error) {
-					return l.(interface{ Peek(string) keyrate.Decision }).Peek(key), nil
-				})
+				if n%2 == 0 {
+					decide(i, "Peek", key, func(l keyrate.PolicyLimiter) (keyrate.Decision, error) {
+						return l.(interface{ Peek(string) keyrate.Decision }).Peek(key), nil
+					})
+					break
+				}
+				if gone[key] {
+					break
+				}
+				cost, wait := n%3+1, time.Duration(arg)*20*time.Millisecond
+				rs, errS := st.Reserve(key, cost, wait)
+				rm, errM := mu.Reserve(key, cost, wait)
+				if errors.Is(errS, keyrate.ErrStoreFull) || errors.Is(errM, keyrate.ErrStoreFull) {
+					gone[key] = true
+					break
+				}
+				if (errS == nil) != (errM == nil) || rs.OK() != rm.OK() || rs.At() != rm.At() || rs.Delay() != rm.Delay() {
+					t.Fatalf("op %d: Reserve(key of %d bytes, policy %q, cost %d, wait %v): striped %v at %v delay %v, %v; mutexbucket %v at %v delay %v, %v",
+						i, len(key), policyOf[key], cost, wait, rs.OK(), rs.At(), rs.Delay(), errS, rm.OK(), rm.At(), rm.Delay(), errM)
+				}
+				reserved[key] = [2]keyrate.Reservation{rs, rm}
 			case 3:
+				if r, ok := reserved[key]; ok && n%2 == 1 && !gone[key] {
+					delete(reserved, key)
+					if cs, cm := r[0].Cancel(), r[1].Cancel(); cs != cm {
+						t.Fatalf("op %d: Cancel of a reservation of key of %d bytes (policy %q): striped %v, mutexbucket %v", i, len(key), policyOf[key], cs, cm)
+					}
+					break
+				}
 				if !gone[key] {
 					errS, errM := st.Refund(key, 1), mu.Refund(key, 1)
 					if (errS == nil) != (errM == nil) {
