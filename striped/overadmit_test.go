@@ -26,10 +26,22 @@ import (
 // burst: more is over-admission (a lost update, or an eviction or a carry
 // that handed it a fresh bucket), less a lost key; and at rest Len and
 // Stats must count the keys the tables hold. Bounded by iteration
-// counts, not by time.
+// counts, not by time. Under each algorithm, the sliding log's included:
+// on a frozen clock each admits exactly its burst (its rate, for a
+// window).
 func TestNoOverAdmissionUnderChurn(t *testing.T) {
 	const burst = 50
-	limit := keyrate.Limit{Rate: 1, Per: time.Hour, Burst: burst}
+	for _, limit := range []keyrate.Limit{
+		{Rate: 1, Per: time.Hour, Burst: burst},
+		keyrate.Limit{Rate: burst, Per: time.Hour}.Using(keyrate.SlidingLog),
+		keyrate.Limit{Rate: burst, Per: time.Hour}.Using(keyrate.FixedWindow),
+		keyrate.Limit{Rate: burst, Per: time.Hour}.Using(keyrate.SlidingWindow),
+	} {
+		t.Run(fmt.Sprint("alg=", limit.Algorithm), func(t *testing.T) { testNoOverAdmissionUnderChurn(t, limit, burst) })
+	}
+}
+
+func testNoOverAdmissionUnderChurn(t *testing.T, limit keyrate.Limit, burst int64) {
 	for _, hashed := range []bool{false, true} {
 		for _, moves := range []bool{false, true} {
 			for _, capped := range []bool{false, true} {
