@@ -146,3 +146,82 @@ func testNoOverAdmissionUnderChurn(t *testing.T, limit keyrate.Limit, burst int6
 		}
 	}
 }
+
+// TestReserveCancelUnderChurn reserves from one hot key on every core at
+// once, with a maximum wait of 10 hours on a frozen clock, cancelling
+// every other reservation it got (and trying each cancellation twice),
+// while other goroutines insert keys that are refunded full (growth,
+// sampling, shrinking), sweep, and replace the policy by an equal one.
+// The hot key can promise at most its burst plus what 10 hours refill
+// (rules' wait arithmetic): the reservations granted less those
+// cancelled must be exactly that, a second cancellation of one
+// reservation must never give anything back, and the key must then be
+// empty. Bounded by iteration counts.
+func TestReserveCancelUnderChurn(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	const burst, wait = 20, 10 * time.Hour
+	limit := keyrate.Limit{Rate: 3, Per: time.Hour, Burst: burst} // 30 more in 10 hours
+	const promised = burst + 30
+	s, err := striped.New(limit, keyrate.WithClock(clock.NewManual(time.Hour)), striped.WithStripes(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var granted, cancelled atomic.Int64
+	var start, spending, churning sync.WaitGroup
+	start.Add(1)
+	for range 4 {
+		spending.Add(1)
+		go func() {
+			defer spending.Done()
+			start.Wait()
+			for j := range 2000 {
+				r, err := s.Reserve("hot-key-0123", 1, wait)
+				if err != nil || !r.OK() {
+					continue
+				}
+				granted.Add(1)
+				if j%2 == 0 && r.Cancel() {
+					cancelled.Add(1)
+					if r.Cancel() {
+						t.Errorf("a reservation was cancelled twice")
+					}
+				}
+			}
+		}()
+	}
+	var stop atomic.Bool
+	churning.Add(2)
+	go func() {
+		defer churning.Done()
+		start.Wait()
+		for i := 0; !stop.Load() || i < 2000; i++ {
+			k := fmt.Sprintf("churn-%d", i)
+			s.Allow(k)
+			s.Refund(k, 1)
+			if i%64 == 0 {
+				s.Sweep()
+			}
+		}
+	}()
+	go func() {
+		defer churning.Done()
+		start.Wait()
+		for i := 0; !stop.Load() || i < 100; i++ {
+			if err := s.SetPolicy(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{limit}}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	start.Done()
+	spending.Wait()
+	stop.Store(true)
+	churning.Wait()
+	if net := granted.Load() - cancelled.Load(); net != promised {
+		t.Fatalf("%d reservations granted, %d cancelled: %d promised, want exactly %d", granted.Load(), cancelled.Load(), net, promised)
+	}
+	if r, err := s.Reserve("hot-key-0123", 1, wait); err != nil || r.OK() {
+		t.Fatalf("a reservation after the key promised all it can: %v, ok %v", err, r.OK())
+	}
+}
