@@ -154,15 +154,24 @@ func FuzzAgreeUnderChurn(f *testing.F) {
 				clk.Advance(time.Duration(arg*n+1) * 347 * time.Microsecond)
 			case 5: // key moves to another policy
 				policyOf[key] = []string{"", "two", "fixed", "log"}[n%4]
-			case 6: // a policy changes: its windows' rates and bursts
+			case 6: // a policy changes: its rates and bursts, or its windows and algorithms
 				p := churnPolicies[n%len(churnPolicies)]
 				p.Limits = append([]keyrate.Limit(nil), p.Limits...)
-				if l := p.Limits[0]; l.Algorithm == keyrate.TokenBucket {
+				if n%8 >= 4 { // a new shape: the keys under it get records of another length
+					tb := keyrate.Limit{Rate: arg%4 + 1, Per: time.Second, Burst: arg%5 + 1}
+					p.Limits = [][]keyrate.Limit{
+						{tb},
+						{tb, {Rate: 7, Per: 10 * time.Second, Burst: 7}},
+						{keyrate.Limit{Rate: arg%4 + 1, Per: time.Second}.Using(keyrate.SlidingLog)},
+						{keyrate.Limit{Rate: arg%4 + 1, Per: time.Second}.Using(keyrate.SlidingWindow), tb, {Rate: 9, Per: time.Minute, Burst: 9}},
+					}[arg%4]
+				} else if l := p.Limits[0]; l.Algorithm == keyrate.TokenBucket {
 					p.Limits[0] = keyrate.Limit{Rate: arg%4 + 1, Per: l.Per, Burst: arg%5 + 1}
 				} else {
 					p.Limits[0] = keyrate.Limit{Rate: arg%4 + 1, Per: l.Per}.Using(l.Algorithm)
 				}
-				if errS, errM := st.SetPolicy(p), mu.SetPolicy(p); errS != nil || errM != nil {
+				errS, errM := st.SetPolicy(p), mu.SetPolicy(p)
+				if (errS == nil) != (errM == nil) {
 					t.Fatalf("op %d: SetPolicy(%v): striped %v, mutexbucket %v", i, p, errS, errM)
 				}
 			case 7: // a burst of short-lived keys, and maybe a sweep
