@@ -52,6 +52,7 @@ func (k *ipKey) client(r *http.Request) (netip.Addr, string, error) {
 	}
 	forwarded := k.header == "Forwarded"
 	lines := r.Header[k.header]
+	from := "" // the header line raw was read from, if any
 	for i := len(lines) - 1; i >= 0; i-- {
 		rest := lines[i]
 		for {
@@ -66,8 +67,9 @@ func (k *ipKey) client(r *http.Request) (netip.Addr, string, error) {
 				if !ok {
 					return netip.Addr{}, "", fmt.Errorf("%w: %s entry %q from a trusted proxy is not an IP address", ErrBadAddress, k.header, elem)
 				}
+				from = lines[i]
 				if !k.isTrusted(peer) {
-					return peer, raw, nil
+					return peer, unpinned(raw, from), nil
 				}
 			}
 			if comma < 0 {
@@ -76,7 +78,23 @@ func (k *ipKey) client(r *http.Request) (netip.Addr, string, error) {
 			rest = rest[:comma]
 		}
 	}
-	return peer, raw, nil // every hop is trusted: the left-most
+	return peer, unpinned(raw, from), nil // every hop is trusted: the left-most
+}
+
+// pinLimit is the longest header line a key may share its bytes with
+// (see unpinned): a typical forwarding header, a few addresses long.
+const pinLimit = 128
+
+// unpinned returns raw, text read from the header line line, or, if the
+// line is longer than pinLimit, a copy of it: a key that shares a line's
+// bytes keeps the whole line alive for as long as a store holds the key
+// (mutexbucket keeps its keys as strings), and a client may put up to
+// http.Server.MaxHeaderBytes before its address.
+func unpinned(raw, line string) string {
+	if len(line) > pinLimit {
+		return strings.Clone(raw)
+	}
+	return raw
 }
 
 // unixKey returns the key of a request that came over a Unix socket,

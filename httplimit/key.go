@@ -108,7 +108,9 @@ const DefaultIPv6Prefix = clientkey.DefaultIPv6Prefix
 // RemoteAddr): key by the proxy's header with ByHeader or ByFunc there.
 //
 // With no trusted proxies (the default) the key costs no allocation for an
-// IPv4 client. An invalid IPOption makes New fail with an error wrapping
+// IPv4 client. A key read from a forwarding header line longer than 128
+// bytes is a copy (one allocation), so that a store holding the key does
+// not hold the line. An invalid IPOption makes New fail with an error wrapping
 // keyrate.ErrInvalidOption.
 func ByIP(opts ...IPOption) Option {
 	return func(c *config) {

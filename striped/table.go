@@ -48,6 +48,13 @@ type stripe struct {
 // that stripe waits for at most that many examinations.
 const sweepChunk = 256
 
+// sweepRestarts is how many times a whole sweep of a stripe starts over
+// when the stripe's slots are rebuilt while it lets go of the lock (see
+// evict): each rebuild is a growth by half or a shrink to half full, so a
+// few restarts cover any realistic churn, and the bound keeps a sweep
+// from chasing a table that never stops changing.
+const sweepRestarts = 4
+
 // sampled is how many keys of its stripe an insertion examines for
 // eviction: a run of keys from a random slot, which hashing makes a
 // random sample. While the fraction of a stripe's keys that are full
@@ -281,10 +288,12 @@ func (sp *stripe) full(i int, now time.Duration) bool {
 // evict examines up to n keys of sp, a run of slots from a random one, and
 // removes those that are full at reading now, taken within the caller's
 // call; sp.mu must be held. With n < 0 it examines every key, letting go
-// of the lock every sweepChunk keys, and stops early if the slots are
-// rebuilt meanwhile (a key an insertion moved past the sweep while it let
-// go waits for the next one). It then gives back the memory of the keys
-// it removed (flatmap.Map.Tidy).
+// of the lock every sweepChunk keys; if the slots are rebuilt meanwhile
+// (an insertion grew the table, or an eviction shrank it), it starts over
+// on the new slots, where every key it has not examined now sits (keys
+// examined twice are only examined: a key is removed only if full), at
+// most sweepRestarts times, so that its work stays bounded. It then gives
+// back the memory of the keys it removed (flatmap.Map.Tidy).
 func (sp *stripe) evict(s *Store, now time.Duration, n int) (removed int) {
 	size := sp.m.Slots()
 	if size == 0 || n == 0 {
@@ -294,7 +303,7 @@ func (sp *stripe) evict(s *Store, now time.Duration, n int) (removed int) {
 	if n > 0 {
 		i = rand.IntN(size)
 	}
-	gen := sp.m.Gen()
+	gen, restarts := sp.m.Gen(), 0
 	for examined := 0; visits > 0 && n != 0; {
 		if !sp.m.Used(i) {
 			if i++; i == size {
@@ -318,8 +327,12 @@ func (sp *stripe) evict(s *Store, now time.Duration, n int) (removed int) {
 			sp.mu.Unlock()
 			runtime.Gosched() // let a woken waiter take the lock first
 			sp.mu.Lock()
-			if sp.m.Gen() != gen { // the rest waits for the next sweep
-				break
+			if sp.m.Gen() != gen { // rebuilt: start over on the new slots
+				if restarts++; restarts > sweepRestarts {
+					break // the rest waits for the next sweep
+				}
+				gen, size = sp.m.Gen(), sp.m.Slots()
+				i, visits = 0, size
 			}
 		}
 	}
