@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -139,6 +140,7 @@ func (c *denyCache) put(key string, rs *rules.Rules, st []rules.State, off, base
 		old := b[i].Load()
 		switch {
 		case old != nil && old.key == key:
+			e.key = old.key // the cache's own copy, made when the key came in
 			b[i].Store(e)
 			c.dropFrom(b, key, i+1) // a racing put may have left another
 			return
@@ -149,6 +151,7 @@ func (c *denyCache) put(key string, rs *rules.Rules, st []rules.State, off, base
 			victim, victimUntil = i, old.until
 		}
 	}
+	e.key = strings.Clone(key) // its own copy: key may share a far larger string's bytes
 	b[victim].Store(e)
 }
 

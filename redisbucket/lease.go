@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,7 +168,7 @@ func (ls *leases) entry(key string, now time.Duration) *lease {
 		}
 	}
 	l := &lease{last: now - ls.cfg.Life} // not hot until its next request
-	sh.m[key] = l
+	sh.m[strings.Clone(key)] = l         // its own copy: key may share a far larger string's bytes
 	return l
 }
 

@@ -3,6 +3,7 @@ package sweep
 import (
 	"hash/maphash"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,7 +171,10 @@ func (m *Map[B]) Get(key string, rs *rules.Rules) (B, error) {
 	if b, ok := m.strs.Load(key); ok {
 		return b, nil
 	}
-	return insert(m, m.strs, key, rs)
+	// The map keeps its own copy of a new key: the caller's may share the
+	// bytes of a far larger string (a substring of a request header),
+	// which the map would otherwise keep alive for as long as the key.
+	return insert(m, m.strs, strings.Clone(key), rs)
 }
 
 // Replace replaces key's bucket b, whose policy is not rs, by a bucket
