@@ -19,33 +19,50 @@ import (
 // WithPipelining). It holds no goroutine of its own: the calls themselves
 // do the work.
 //
-// A call takes one of slots turns if one is free and goes straight out
-// with its own context, as without a batcher; so a lone call pays a
-// mutex and nothing more. Otherwise it joins the queue and waits, on its
-// own context too, for one of two things: its reply, sent in another
-// call's pipeline; or a turn, which a call that ends hands to the oldest
-// in the queue. The call given a turn leads: it takes the queue (up to
-// max calls of its server, itself first), sends it as one pipeline, hands
-// the turn on, and wakes each call with its reply. Every call in a pipeline is bounded
-// by the leader's deadline, which, the leader being the oldest, comes
-// first; a leader whose caller's own deadline is shorter than the store's
-// timeout sends itself alone, so that no caller's haste fails the calls
-// of others.
+// Each server has its own turns and queue (turns): on a client of several
+// servers (a Cluster's masters, a Ring's shards), a call takes the turns
+// of the server its key is on, so that calls to a server that hangs,
+// taking all of its turns and queueing behind them, delay no call to
+// another. A call takes one of slots turns of its server if one is free
+// and goes straight out with its own context, as without a batcher; so a
+// lone call pays a mutex (and, on a client of several servers, a look-up
+// of its key's server) and nothing more. Otherwise it joins its server's
+// queue and waits, on its own context too, for one of two things: its
+// reply, sent in another call's pipeline; or a turn, which a call that
+// ends hands to the oldest in its server's queue. The call given a turn
+// leads: it takes the queue (up to max calls, itself first), sends it as
+// one pipeline, hands the turn on, and wakes each call with its reply.
+// Every call in a pipeline is bounded by the leader's deadline, which,
+// the leader being the oldest, comes first; a leader whose caller's own
+// deadline is shorter than the store's timeout sends itself alone, so
+// that no caller's haste fails the calls of others.
 //
 // A waiting call whose context ends returns at once. If it was still
 // queued it leaves the queue; if it was taken into a pipeline, the
 // pipeline goes on and its reply is dropped (the tokens are spent in
 // Redis and not used: under-admission only); if it was handed a turn, it
 // hands the turn on.
+//
+// A server's turns are kept while any of its calls is in flight or
+// queued, and dropped when its last call ends, so that the servers a
+// reshard or a failover takes away leave nothing behind. They are a
+// map's values, not pointers: adding and dropping them allocates nothing
+// once the map has grown to the servers in use at once.
 type batcher struct {
 	slots, max int
 	ds         *deadlines // the store's: bounds a pipeline
 	// node returns the server a Redis key is on, for a client of several
-	// (nil: one server), or an error: a pipeline holds the calls of one
-	// server only, so that a server that fails or hangs delays no call
-	// to another.
-	node     func(ctx context.Context, key string) (*redis.Client, error)
-	mu       sync.Mutex
+	// (nil: one server), or an error: a call takes that server's turns,
+	// and a pipeline holds the calls of one server only, so that a server
+	// that fails or hangs delays no call to another.
+	node  func(ctx context.Context, key string) (*redis.Client, error)
+	mu    sync.Mutex
+	one   turns                   // the one server's, without node; with it, those of the calls whose server is unknown
+	nodes map[*redis.Client]turns // with node: each server's with a call in flight or queued
+}
+
+// turns is one server's turns and queue, guarded by batcher.mu.
+type turns struct {
 	inflight int       // turns taken: straight calls and pipelines in flight
 	queue    []*waiter // calls waiting for a turn, oldest first; empty unless inflight == slots
 }
@@ -54,7 +71,7 @@ type batcher struct {
 type waiter struct {
 	ctx   context.Context // the call's, bounded by the store's timeout
 	alone bool            // the caller's deadline is shorter than the timeout (or its server unknown): never with others
-	node  *redis.Client   // the server the call's key is on (batcher.node), or nil
+	node  *redis.Client   // the server the call's key is on (batcher.node), whose turns it takes; nil: the one server, or unknown
 	cmd   *redis.IntSliceCmd
 	state wstate        // guarded by batcher.mu
 	wake  chan struct{} // capacity 1: the call's reply is in cmd, or it was handed a turn
@@ -63,7 +80,7 @@ type waiter struct {
 type wstate uint8
 
 const (
-	queued  wstate = iota // in batcher.queue
+	queued  wstate = iota // in its server's queue
 	leading               // handed a turn
 	taken                 // in a leader's pipeline
 )
@@ -87,6 +104,9 @@ func newBatcher(slots, max int, ds *deadlines, c redis.UniversalClient) *batcher
 	case *redis.Ring:
 		b.node = func(_ context.Context, key string) (*redis.Client, error) { return c.GetShardClientForKey(key) }
 	}
+	if b.node != nil {
+		b.nodes = make(map[*redis.Client]turns)
+	}
 	return b
 }
 
@@ -96,22 +116,23 @@ func newBatcher(slots, max int, ds *deadlines, c redis.UniversalClient) *batcher
 // and whether cmd's arguments may be reused (not if a pipeline that may
 // still be writing them holds cmd).
 func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd, alone bool) (err error, reuse bool) {
-	if b.take(nil) {
-		return b.straight(ctx, c, cmd), true
-	}
-	w := waiterPool.Get().(*waiter)
-	w.ctx, w.alone, w.cmd, w.state = ctx, alone, cmd, queued
-	if b.node != nil && !alone { // outside the mutex: it may wait for the cluster's slot map
+	var node *redis.Client
+	if b.node != nil { // outside the mutex: it may wait for the cluster's slot map
 		key, _ := cmd.Args()[3].(string)
 		var err error
-		if w.node, err = b.node(ctx, key); err != nil {
-			w.alone = true
+		if node, err = b.node(ctx, key); err != nil || node == nil {
+			node, alone = nil, true // the unknown servers' turns, and never with others
 		}
 	}
-	if b.take(w) { // a turn came free meanwhile
+	if b.take(node, nil) {
+		return b.straight(ctx, c, node, cmd), true
+	}
+	w := waiterPool.Get().(*waiter)
+	w.ctx, w.alone, w.node, w.cmd, w.state = ctx, alone, node, cmd, queued
+	if b.take(node, w) { // a turn came free meanwhile
 		*w = waiter{wake: w.wake}
 		waiterPool.Put(w)
-		return b.straight(ctx, c, cmd), true
+		return b.straight(ctx, c, node, cmd), true
 	}
 	select {
 	case <-w.wake:
@@ -129,24 +150,50 @@ func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *red
 	return err, true
 }
 
-// take takes a free turn, if there is one; if not, it queues w, if any.
-func (b *batcher) take(w *waiter) bool {
+// turnsOf returns node's turns (b.one for nil; none taken if it has
+// none); b.mu held.
+func (b *batcher) turnsOf(node *redis.Client) turns {
+	if node == nil {
+		return b.one
+	}
+	return b.nodes[node]
+}
+
+// setTurns sets node's turns to t, dropping them if none is taken (and
+// so none queued); b.mu held.
+func (b *batcher) setTurns(node *redis.Client, t turns) {
+	switch {
+	case node == nil:
+		b.one = t
+	case t.inflight == 0:
+		delete(b.nodes, node)
+	default:
+		b.nodes[node] = t
+	}
+}
+
+// take takes a free turn of node, if there is one; if not, it queues w,
+// if any, in node's queue.
+func (b *batcher) take(node *redis.Client, w *waiter) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.inflight < b.slots {
-		b.inflight++
+	t := b.turnsOf(node)
+	if t.inflight < b.slots {
+		t.inflight++
+		b.setTurns(node, t)
 		return true
 	}
 	if w != nil {
-		b.queue = append(b.queue, w)
+		t.queue = append(t.queue, w)
+		b.setTurns(node, t)
 	}
 	return false
 }
 
-// straight sends cmd alone, on a turn it took, and ends the turn (even
-// if the client panics).
-func (b *batcher) straight(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd) error {
-	defer b.release()
+// straight sends cmd alone, on a turn of node it took, and ends the turn
+// (even if the client panics).
+func (b *batcher) straight(ctx context.Context, c redis.UniversalClient, node *redis.Client, cmd *redis.IntSliceCmd) error {
+	defer b.release(node)
 	return c.Process(ctx, cmd)
 }
 
@@ -159,8 +206,10 @@ func (b *batcher) leave(w *waiter) (woken, reuse bool) {
 	b.mu.Lock()
 	switch w.state {
 	case queued:
-		i := slices.Index(b.queue, w)
-		b.queue = slices.Delete(b.queue, i, i+1)
+		t := b.turnsOf(w.node) // its turns all taken: they stay
+		i := slices.Index(t.queue, w)
+		t.queue = slices.Delete(t.queue, i, i+1)
+		b.setTurns(w.node, t)
 		b.mu.Unlock()
 		*w = waiter{wake: w.wake} // nothing refers to it, and no signal is due
 		waiterPool.Put(w)
@@ -177,60 +226,66 @@ func (b *batcher) leave(w *waiter) (woken, reuse bool) {
 		}
 	}
 	b.mu.Unlock()
-	<-w.wake    // handed a turn (signalled just after the state was set)
-	b.release() // that it will not use: it hands it on
+	<-w.wake          // handed a turn (signalled just after the state was set)
+	b.release(w.node) // that it will not use: it hands it on
 	*w = waiter{wake: w.wake}
 	waiterPool.Put(w)
 	return false, true
 }
 
-// release ends a turn: it hands it to the oldest queued call, or frees it.
-func (b *batcher) release() {
+// release ends a turn of node: it hands it to the oldest call queued for
+// node, or frees it, dropping node's turns if that was the last.
+func (b *batcher) release(node *redis.Client) {
 	b.mu.Lock()
-	if len(b.queue) == 0 {
-		b.inflight--
+	t := b.turnsOf(node)
+	if len(t.queue) == 0 {
+		t.inflight--
+		b.setTurns(node, t)
 		b.mu.Unlock()
 		return
 	}
-	w := b.queue[0]
-	b.queue[0] = nil
-	b.queue = b.queue[1:]
-	if len(b.queue) == 0 {
-		b.queue = b.queue[:0:0] // let the backing array be reused from its start
+	w := t.queue[0]
+	t.queue[0] = nil
+	t.queue = t.queue[1:]
+	if len(t.queue) == 0 {
+		t.queue = t.queue[:0:0] // let the backing array be reused from its start
 	}
+	b.setTurns(node, t)
 	w.state = leading
 	b.mu.Unlock()
 	w.wake <- struct{}{}
 }
 
-// lead sends w, which was handed a turn, with the queued calls after it
-// on its server (up to b.max in all) as one pipeline, bounded by w's
-// deadline, then
-// hands the turn on and wakes them with their replies.
+// lead sends w, which was handed a turn of its server, with the calls
+// queued after it for that server (up to b.max in all) as one pipeline,
+// bounded by w's deadline, then hands the turn on and wakes them with
+// their replies.
 func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 	bt := batchPool.Get().(*batch)
 	bt.ws = append(bt.ws[:0], w)
 	b.mu.Lock()
 	if !w.alone && w.ctx.Err() == nil { // an ended leader sends itself, to fail at once
+		t := b.turnsOf(w.node)
 		n := 0
-		for _, o := range b.queue {
+		for _, o := range t.queue { // each of w's server (or, unknown, alone)
 			if len(bt.ws) == b.max {
 				break
 			}
-			if !o.alone && o.node == w.node {
+			if !o.alone {
 				o.state = taken
 				bt.ws = append(bt.ws, o)
 				n++
 			}
 		}
 		if n > 0 {
-			b.queue = slices.DeleteFunc(b.queue, func(o *waiter) bool { return o.state == taken })
+			t.queue = slices.DeleteFunc(t.queue, func(o *waiter) bool { return o.state == taken })
+			b.setTurns(w.node, t)
 		}
 	}
 	b.mu.Unlock()
 	sent := false
 	defer func() { // even if the client panics (a hook's panic), the others are answered and the turn goes on
-		b.release()
+		b.release(w.node)
 		for _, o := range bt.ws[1:] {
 			if !sent {
 				o.cmd.SetErr(errLeaderPanicked)
@@ -267,8 +322,10 @@ var errLeaderPanicked = errors.New("redisbucket: the client panicked sending the
 // Pipelining configures WithPipelining. Its zero value is the defaults.
 type Pipelining struct {
 	// InFlight is how many calls (alone, or pipelines of several) may be
-	// in flight at once before further calls wait to go in a pipeline.
-	// The default is DefaultPipelineInFlight.
+	// in flight at once to one server before further calls to it wait to
+	// go in a pipeline: to each master of a redis.ClusterClient, each
+	// shard of a redis.Ring, and to all the servers of another kind of
+	// client together. The default is DefaultPipelineInFlight.
 	InFlight int
 	// MaxBatch is the most calls one pipeline sends. The default is
 	// DefaultPipelineMaxBatch.
@@ -288,12 +345,13 @@ const (
 )
 
 // WithPipelining makes the store send the script calls that arrive while
-// p.InFlight others are in flight together, as pipelines of up to
-// p.MaxBatch calls: one write and one read, on the client and on the
-// server, for many calls, which share the round trip and the system
-// calls. A call sent while fewer are in flight goes straight out, as
-// without the option, so a lone caller pays nothing more than an
-// uncontended mutex; no goroutine is started.
+// p.InFlight others are in flight to the same server together, as
+// pipelines of up to p.MaxBatch calls: one write and one read, on the
+// client and on the server, for many calls, which share the round trip
+// and the system calls. A call sent while fewer are in flight goes
+// straight out, as without the option, so a lone caller pays nothing
+// more than an uncontended mutex (and, on a Cluster or a Ring, a look-up
+// of its key's server in the client's map); no goroutine is started.
 //
 // Each waiting call still honours its own context and the store's
 // timeout: it returns at once when either ends. A call whose context
@@ -309,10 +367,11 @@ const (
 // Decisions, the deny cache, the breaker, leases, the failure policies,
 // the observer and Stats work as without the option: each call in a
 // pipeline is still one call, answered and counted on its own. On a
-// redis.ClusterClient a pipeline holds the calls of one master only, by
-// the client's slot map (on a redis.Ring, of one shard), so that a master
-// that fails or hangs delays no call to another; the pipelines of another
-// kind of client may span its servers. The client's hooks see pipelines
+// redis.ClusterClient each master has its own p.InFlight turns and queue,
+// by the client's slot map (on a redis.Ring, each shard), and a pipeline
+// holds the calls of one master only, so that a master that fails or
+// hangs delays no call to another; the turns and pipelines of another
+// kind of client span its servers. The client's hooks see pipelines
 // (ProcessPipelineHook) for the calls that went in one.
 //
 // Pipelining pays when the server or the client is busy with many

@@ -151,10 +151,12 @@ func goAllow(ctx context.Context, s *redisbucket.Store, key string) <-chan outco
 // pipelines of at most MaxBatch calls of one server, each led by the
 // oldest call queued, in the order they came: on one server, 12 calls
 // behind one in flight, batches of 5, are pipelines of 5, 5 and 2; on a
-// Redis Cluster of 3 masters, the same calls are split by master, as the
-// client's slot map says. Each call gets its own key's decision: key i
-// had i mod 7 of its 5 tokens spent before, so it is allowed with
-// 4 − i mod 7 left, or denied.
+// Redis Cluster of 3 masters, where each master has turns of its own,
+// the same calls behind one held call on each of their masters are
+// split by master, as the client's slot map says, each master's in the
+// order they came. Each call gets its own key's decision: key i had
+// i mod 7 of its 5 tokens spent before, so it is allowed with 4 − i mod 7
+// left, or denied.
 func TestPipelineBatches(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run("redis="+b.name, func(t *testing.T) {
@@ -181,17 +183,50 @@ func TestPipelineBatches(t *testing.T) {
 			}
 			before := s.Stats().Calls
 
-			open := hook.armCall()
-			first := goAllow(t.Context(), s, "first")
-			<-hook.entered
+			// The server (master) of a key: "" for one server.
+			server := func(k string) string {
+				if c, ok := client.(*redis.ClusterClient); ok {
+					m, err := c.MasterForKey(t.Context(), prefix+k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return m.Options().Addr
+				}
+				return ""
+			}
+			// One call held in flight on each server of the keys, taking
+			// its one turn.
+			var servers []string
+			for i := range n {
+				if !slices.Contains(servers, server(key(i))) {
+					servers = append(servers, server(key(i)))
+				}
+			}
+			var firsts []<-chan outcome
+			var opens []func()
+			for _, srv := range servers {
+				k := ""
+				for j := 0; k == ""; j++ {
+					if f := fmt.Sprint("first", j); server(f) == srv {
+						k = f
+					}
+				}
+				opens = append(opens, hook.armCall())
+				firsts = append(firsts, goAllow(t.Context(), s, k))
+				<-hook.entered
+			}
 			answers := make([]<-chan outcome, n)
 			for i := range n {
 				answers[i] = goAllow(t.Context(), s, key(i))
 				waitQueued(t, s, i+1) // in this order
 			}
-			open()
-			if o := <-first; o.err != nil || !o.d.Allowed {
-				t.Fatalf("the call in flight: %+v, %v; want allowed", o.d, o.err)
+			for _, open := range opens {
+				open()
+			}
+			for _, first := range firsts {
+				if o := <-first; o.err != nil || !o.d.Allowed {
+					t.Fatalf("a call in flight: %+v, %v; want allowed", o.d, o.err)
+				}
 			}
 			for i, ch := range answers {
 				o := <-ch
@@ -205,49 +240,50 @@ func TestPipelineBatches(t *testing.T) {
 					t.Errorf("key %q (%d spent): %+v, %v; want %+v", key(i), spent(i), o.d, o.err, want)
 				}
 			}
-			// The pipelines the queue makes: the oldest leads the calls
-			// of its server, up to 5, the rest staying queued in order
-			// (a leader with no other call of its server sends alone).
-			server := func(i int) string {
-				if c, ok := client.(*redis.ClusterClient); ok {
-					m, err := c.MasterForKey(t.Context(), prefix+key(i))
-					if err != nil {
-						t.Fatal(err)
-					}
-					return m.Options().Addr
-				}
-				return ""
-			}
-			var want [][]string
-			queue := make([]int, n)
-			for i := range queue {
-				queue[i] = i
-			}
-			for len(queue) > 0 {
-				batch, rest := []string{prefix + key(queue[0])}, []int(nil)
-				for _, i := range queue[1:] {
-					if server(i) == server(queue[0]) && len(batch) < 5 {
-						batch = append(batch, prefix+key(i))
-					} else {
-						rest = append(rest, i)
+			// The pipelines each server's queue makes: the oldest leads
+			// up to 5, the rest staying queued in order (a leader alone
+			// sends alone, not as a pipeline). Servers' pipelines go
+			// out concurrently: they are compared server by server.
+			want := map[string][][]string{}
+			for _, srv := range servers {
+				var queue []string
+				for i := range n {
+					if server(key(i)) == srv {
+						queue = append(queue, prefix+key(i))
 					}
 				}
-				if len(batch) > 1 { // a batch of one is sent alone, not as a pipeline
-					want = append(want, batch)
+				for len(queue) > 0 {
+					batch := queue[:min(5, len(queue))]
+					if len(batch) > 1 {
+						want[srv] = append(want[srv], batch)
+					}
+					queue = queue[len(batch):]
 				}
-				queue = rest
 			}
-			if got := hook.pipelineKeys(); !slices.EqualFunc(got, want, slices.Equal) {
-				t.Errorf("pipelines of the keys %q; want %q", got, want)
+			got := map[string][][]string{}
+			for _, keys := range hook.pipelineKeys() {
+				srv := server(keys[0][len(prefix):])
+				got[srv] = append(got[srv], keys)
+			}
+			for _, srv := range servers {
+				if !slices.EqualFunc(got[srv], want[srv], slices.Equal) {
+					t.Errorf("server %q: pipelines of the keys %q; want %q", srv, got[srv], want[srv])
+				}
+			}
+			if len(got) > len(servers) {
+				t.Errorf("pipelines of the keys %q; want those of %q only", got, servers)
 			}
 			if _, ok := client.(*redis.ClusterClient); !ok && !slices.Equal(hook.pipelines(), []int{5, 5, 2}) {
 				t.Errorf("pipelines of %v calls; want 5, 5 and 2", hook.pipelines())
 			}
-			if got := s.Stats().Calls - before; got != n+1 {
-				t.Errorf("Stats.Calls counted %d calls; want %d", got, n+1)
+			if got := s.Stats().Calls - before; got != uint64(n+len(servers)) {
+				t.Errorf("Stats.Calls counted %d calls; want %d", got, n+len(servers))
 			}
 			if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
 				t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+			}
+			if n := redisbucket.PipelineServers(s); n != 0 {
+				t.Errorf("after the calls, turns kept for %d servers; want none", n)
 			}
 		})
 	}

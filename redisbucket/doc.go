@@ -213,12 +213,13 @@
 // are in flight together, as one pipeline: one write and one read, on
 // the client and on the server, for many EVALSHAs. Each call is still
 // its own script run, decision and count; only the system calls and the
-// round trip are shared. A call that finds fewer in flight goes straight
-// out, as without it. A call that leaves before its pipeline's reply
-// (its context ended) has spent its tokens in Redis without using them:
-// under-admission only. It pays with many concurrent callers on a busy
-// server (BenchmarkRedis, op=allow-pipelined); see WithPipelining for
-// when it does not.
+// round trip are shared. A call that finds fewer in flight to its server
+// goes straight out, as without it; on a Cluster each master has its own
+// turns and queue, so a master that hangs delays no call to another. A
+// call that leaves before its pipeline's reply (its context ended) has
+// spent its tokens in Redis without using them: under-admission only. It
+// pays with many concurrent callers on a busy server (BenchmarkRedis,
+// op=allow-pipelined); see WithPipelining for when it does not.
 //
 // # Redis must not evict buckets
 //

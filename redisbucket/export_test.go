@@ -24,11 +24,31 @@ func ScriptUnits(l keyrate.Limit) (k, interval, fill int64) {
 	return u.k, u.interval, u.fill
 }
 
-// Pipelined returns how many calls wait in s's WithPipelining queue and
-// how many turns are taken (calls or pipelines in flight).
+// Pipelined returns how many calls wait in s's WithPipelining queues and
+// how many turns are taken (calls or pipelines in flight), summed over
+// the servers.
 func Pipelined(s *Store) (queued, inflight int) {
-	b := s.batch
+	queued, inflight, _ = s.batch.counts()
+	return queued, inflight
+}
+
+// PipelineServers returns how many servers of several s's WithPipelining
+// keeps turns for (those with a call in flight or queued).
+func PipelineServers(s *Store) int {
+	_, _, servers := s.batch.counts()
+	return servers
+}
+
+// counts returns how many calls wait in b's queues, how many turns are
+// taken, summed over the servers, and how many servers of several b
+// keeps turns for.
+func (b *batcher) counts() (queued, inflight, servers int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.queue), b.inflight
+	queued, inflight = len(b.one.queue), b.one.inflight
+	for _, t := range b.nodes {
+		queued += len(t.queue)
+		inflight += t.inflight
+	}
+	return queued, inflight, len(b.nodes)
 }
