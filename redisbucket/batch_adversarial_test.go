@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/redisbucket"
+	"github.com/keyrate/keyrate/redisbucket/internal/redistest"
 )
 
 // TestPipelineRepliesToTheirCallers: goroutines of two stores (two
@@ -216,5 +219,111 @@ func TestPipelineHandoffRace(t *testing.T) {
 	}
 	if st := s.Stats(); st.Errors != 0 || st.Degraded != 0 {
 		t.Errorf("Stats %+v: callers that gave up counted as an outage", st)
+	}
+}
+
+// keyHold is a go-redis hook that holds every EVALSHA of one Redis key,
+// sent alone or in a pipeline, until release, like a hung server: it says
+// so on entered.
+type keyHold struct {
+	key     string
+	gate    chan struct{}
+	once    sync.Once
+	entered chan struct{}
+}
+
+func newKeyHold(key string) *keyHold {
+	return &keyHold{key: key, gate: make(chan struct{}), entered: make(chan struct{}, 16)}
+}
+
+func (h *keyHold) release() { h.once.Do(func() { close(h.gate) }) }
+
+func (h *keyHold) hold(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if args := c.Args(); c.Name() == "evalsha" && len(args) > 3 && args[3] == h.key {
+			select {
+			case <-h.gate:
+			default:
+				h.entered <- struct{}{}
+				<-h.gate
+			}
+			return
+		}
+	}
+}
+
+func (h *keyHold) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *keyHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *keyHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// TestPipelineHungMasterDelaysOthers: on a Redis Cluster, with
+// WithPipelining's defaults (2 calls in flight), two calls to a master
+// that hangs (a hook holds them) do not hold up a call to another
+// master, which gets Redis's answer at once, as WithPipelining promises
+// ("a master that fails or hangs delays no call to another"): each master
+// has turns of its own (batcher.nodes, batch.go). With the turns the
+// store's, the two hung calls took both, and the call to the healthy
+// master waited in the queue to its own timeout (2s) and got the failure
+// policy's answer: under load, every call to the healthy masters of a
+// Cluster failed while one master hung. Once the hung calls end, no
+// master's turns are kept.
+func TestPipelineHungMasterDelaysOthers(t *testing.T) {
+	client := newClusterClient(t, redistest.SharedCluster(t))
+	prefix := uniquePrefix(t)
+	master := func(key string) string {
+		m, err := client.MasterForKey(t.Context(), prefix+key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Options().Addr
+	}
+	hung, healthy := "hung", ""
+	for i := 0; healthy == ""; i++ {
+		if k := fmt.Sprint("healthy", i); master(k) != master(hung) {
+			healthy = k
+		}
+	}
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(20), redisbucket.WithPrefix(prefix),
+		redisbucket.WithTimeout(2*time.Second), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{}))
+	for _, k := range []string{hung, healthy} {
+		if d, err := s.AllowN(k, 1); err != nil || !d.Allowed {
+			t.Fatalf("AllowN(%q) = %+v, %v; want allowed", k, d, err)
+		}
+	}
+	hold := newKeyHold(prefix + hung) // after the calls that load the script on both masters
+	client.AddHook(hold)
+	defer hold.release()
+	h1, h2 := goAllow(t.Context(), s, hung), goAllow(t.Context(), s, hung)
+	<-hold.entered
+	<-hold.entered
+	select {
+	case o := <-goAllow(t.Context(), s, healthy):
+		if o.err != nil || !o.d.Allowed {
+			t.Errorf("a call to a healthy master, while another master hangs: %+v, %v; want Redis's answer, allowed", o.d, o.err)
+		}
+	case <-time.After(heldFor):
+		t.Errorf("a call to a healthy master waited %v for calls to a hung one", heldFor)
+	}
+	hold.release()
+	within(t, "a held call", h1)
+	within(t, "a held call", h2)
+	if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+		t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+	}
+	if n := redisbucket.PipelineServers(s); n != 0 {
+		t.Errorf("after the calls, turns kept for %d masters; want none", n)
 	}
 }

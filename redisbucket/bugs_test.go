@@ -3,7 +3,6 @@ package redisbucket_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,18 +13,10 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/redisbucket"
-	"github.com/keyrate/keyrate/redisbucket/internal/redistest"
 )
 
 // Failing tests of bugs found by an adversarial review of redisbucket:
 // each says what the bug is, and passes once it is fixed.
-
-// heldFor bounds how long a call may wait for another call that a hook
-// holds in flight: far past the calls' own bound (their store's timeout),
-// so that a call that returns by its own bound never fails the test
-// however loaded the machine is, and one that waits for the held call
-// (released only after heldFor) always does.
-const heldFor = 8 * time.Second
 
 // TestLeaseHolderDelaysOthers: a request on a hot key whose lease is
 // being taken (the lease's EVALSHA held in flight by a hook) must not be
@@ -188,107 +179,6 @@ func TestNilContext(t *testing.T) {
 	if err := s.Wait(nilCtx, "k", 1); err != nil { // as documented
 		t.Errorf("Wait(nil context) = %v", err)
 	}
-}
-
-// keyHold is a go-redis hook that holds every EVALSHA of one Redis key,
-// sent alone or in a pipeline, until release, like a hung server: it says
-// so on entered.
-type keyHold struct {
-	key     string
-	gate    chan struct{}
-	once    sync.Once
-	entered chan struct{}
-}
-
-func newKeyHold(key string) *keyHold {
-	return &keyHold{key: key, gate: make(chan struct{}), entered: make(chan struct{}, 16)}
-}
-
-func (h *keyHold) release() { h.once.Do(func() { close(h.gate) }) }
-
-func (h *keyHold) hold(cmds ...redis.Cmder) {
-	for _, c := range cmds {
-		if args := c.Args(); c.Name() == "evalsha" && len(args) > 3 && args[3] == h.key {
-			select {
-			case <-h.gate:
-			default:
-				h.entered <- struct{}{}
-				<-h.gate
-			}
-			return
-		}
-	}
-}
-
-func (h *keyHold) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *keyHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.hold(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *keyHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.hold(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-// TestPipelineHungMasterDelaysOthers: on a Redis Cluster, with
-// WithPipelining's defaults (2 calls in flight), two calls to a master
-// that hangs (a hook holds them) must not hold up a call to another
-// master, which WithPipelining promises ("a master that fails or hangs
-// delays no call to another"). But a pipeline holds one master's calls
-// only while the turns (batcher.inflight, batch.go) are the store's, not
-// the master's: the two hung calls take both turns, and the call to the
-// healthy master waits in the queue until one of them ends, here until
-// its own timeout (2s), and gets the failure policy's answer instead of
-// Redis's. Under load, every call to the healthy masters of a Cluster
-// then fails while one master hangs, which without WithPipelining would
-// be answered.
-func TestPipelineHungMasterDelaysOthers(t *testing.T) {
-	client := newClusterClient(t, redistest.SharedCluster(t))
-	prefix := uniquePrefix(t)
-	master := func(key string) string {
-		m, err := client.MasterForKey(t.Context(), prefix+key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Options().Addr
-	}
-	hung, healthy := "hung", ""
-	for i := 0; healthy == ""; i++ {
-		if k := fmt.Sprint("healthy", i); master(k) != master(hung) {
-			healthy = k
-		}
-	}
-	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(20), redisbucket.WithPrefix(prefix),
-		redisbucket.WithTimeout(2*time.Second), redisbucket.WithTimeSource(clock.NewManual(start)),
-		redisbucket.WithPipelining(redisbucket.Pipelining{}))
-	for _, k := range []string{hung, healthy} {
-		if d, err := s.AllowN(k, 1); err != nil || !d.Allowed {
-			t.Fatalf("AllowN(%q) = %+v, %v; want allowed", k, d, err)
-		}
-	}
-	hold := newKeyHold(prefix + hung) // after the calls that load the script on both masters
-	client.AddHook(hold)
-	defer hold.release()
-	h1, h2 := goAllow(t.Context(), s, hung), goAllow(t.Context(), s, hung)
-	<-hold.entered
-	<-hold.entered
-	select {
-	case o := <-goAllow(t.Context(), s, healthy):
-		if o.err != nil || !o.d.Allowed {
-			t.Errorf("a call to a healthy master, while another master hangs: %+v, %v; want Redis's answer, allowed", o.d, o.err)
-		}
-	case <-time.After(heldFor):
-		t.Errorf("a call to a healthy master waited %v for calls to a hung one", heldFor)
-	}
-	hold.release()
-	within(t, "a held call", h1)
-	within(t, "a held call", h2)
 }
 
 // deadlineHook records the deadline of every EVALSHA's context and, when

@@ -60,6 +60,13 @@ func mustNew(t testing.TB, c redis.UniversalClient, limit keyrate.Limit, opts ..
 // long enough that a loaded CI machine never hits it.
 const slowTimeout = 5 * time.Second
 
+// heldFor bounds how long a call may wait for another call that a hook
+// holds in flight: far past the calls' own bound (their store's timeout),
+// so that a call that returns by its own bound never fails the test
+// however loaded the machine is, and one that waits for the held call
+// (released only after heldFor) always does.
+const heldFor = 8 * time.Second
+
 // server starts a redis-server for t (or skips t without one).
 func server(t testing.TB) *redistest.Server {
 	t.Helper()
