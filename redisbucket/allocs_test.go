@@ -6,6 +6,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/racetest"
 	"github.com/keyrate/keyrate/redisbucket"
+	"github.com/keyrate/keyrate/redisbucket/internal/redistest"
 )
 
 // maxAllowAllocs bounds the allocations of one AllowN that Redis answers
@@ -53,5 +54,45 @@ func TestAllowAllocs(t *testing.T) {
 		if n > limit {
 			t.Errorf("%s: AllowN allocates %v times per call; want at most %v", c.name, n, limit)
 		}
+	}
+}
+
+// TestAllowAllocsClusterPipelined: on a Redis Cluster, an AllowN that
+// goes straight out under WithPipelining allocates no more than one
+// without it, measured in the same run on the same client: looking up
+// its key's master and taking and ending one of that master's turns
+// (added when the master has no call in flight, dropped when its last
+// ends) allocate nothing. (Under the race detector, whose dropped
+// sync.Pool Puts land on either store at random, one more: the two
+// measures differ by one either way from run to run;
+// TestBatcherTurnAllocs counts the batcher's own allocations exactly.)
+func TestAllowAllocsClusterPipelined(t *testing.T) {
+	client := newClusterClient(t, redistest.SharedCluster(t))
+	allocs := func(opts ...keyrate.Option) float64 {
+		s := mustNew(t, client, keyrate.PerSecond(1_000_000).WithBurst(1_000_000),
+			append(opts, redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))...)
+		keys := benchKeys(8) // spread over the masters
+		s.Allow(keys[0])     // loads the script, warms the pool
+		var failed bool
+		i := 0
+		n := testing.AllocsPerRun(200, func() {
+			if d, err := s.AllowN(keys[i%len(keys)], 1); err != nil || !d.Allowed {
+				failed = true
+			}
+			i++
+		})
+		if failed {
+			t.Fatal("AllowN did not answer Allowed=true without error")
+		}
+		return n
+	}
+	plain := allocs()
+	pipelined := allocs(redisbucket.WithPipelining(redisbucket.Pipelining{}))
+	limit := plain
+	if racetest.Enabled {
+		limit++
+	}
+	if pipelined > limit {
+		t.Errorf("AllowN on a Cluster allocates %v times per call with WithPipelining, %v without; want at most %v", pipelined, plain, limit)
 	}
 }
