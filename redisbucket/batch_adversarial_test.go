@@ -20,13 +20,14 @@ import (
 
 // TestPipelineRepliesToTheirCallers: goroutines of two stores (two
 // processes) on one server and on a Cluster, each spending its own key
-// at its own cost, through one turn and pipelines of up to 4 calls, with
-// contexts that end at random: every answer a call gets is its own key's,
-// at its own cost (Remaining is Burst less a multiple of that cost, and
-// falls at every allowed call), no key admits past its Burst, and no
-// turn stays taken. A reply handed to the wrong waiter, or a waiter's
-// command sent twice or not at all while it is told it was, shows in
-// Remaining.
+// at its own cost, through one turn (on the Cluster, one per master) and
+// pipelines of up to 4 calls, with contexts that end at random: every
+// answer a call gets is its own key's, at its own cost (Remaining is
+// Burst less a multiple of that cost, and falls at every allowed call),
+// no key admits past its Burst, and no turn stays taken (nor, on the
+// Cluster, any master's turns kept). A reply handed to the wrong waiter,
+// or a waiter's command sent twice or not at all while it is told it
+// was, shows in Remaining.
 func TestPipelineRepliesToTheirCallers(t *testing.T) {
 	const goroutines, calls, burst = 12, 25, 1000
 	for _, b := range backends(t) {
@@ -85,6 +86,9 @@ func TestPipelineRepliesToTheirCallers(t *testing.T) {
 			for _, s := range stores {
 				if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
 					t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+				}
+				if n := redisbucket.PipelineServers(s); n != 0 {
+					t.Errorf("after the calls, turns kept for %d servers; want none", n)
 				}
 			}
 			if len(hook.pipelines()) == 0 {
