@@ -31,11 +31,10 @@ func (c *hookClock) Now() time.Duration {
 // tracked key once (keyrate.BoundedLimiter) even while other goroutines
 // insert keys. striped's sweep lets go of a stripe's lock every 256 keys
 // (stripe.evict, table.go); if an insertion rebuilds the stripe's slots
-// meanwhile (the table grows), the sweep gives up on the rest of the
-// stripe, so Sweep returns having examined a few hundred keys of
-// thousands, and the full ones it never reached stay (with the sampling
-// on insertion off, as a background sweeper sets it, until a later sweep
-// happens to run without a growth in between).
+// meanwhile (the table grows), the sweep starts over on the new slots.
+// When it gave up on the rest of the stripe instead, Sweep returned
+// having examined a few hundred keys of thousands, and the full ones it
+// never reached stayed.
 //
 // Deterministic: with one P, the inserter is started at the sweep's
 // clock reading and runs only when the sweep yields at its first lock

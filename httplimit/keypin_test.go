@@ -11,8 +11,8 @@ import (
 // of an IPv4 client is the address's text as the request wrote it (a
 // substring, to save an allocation), which is fine for RemoteAddr, but a
 // substring of a header line keeps the whole line alive for as long as
-// the key is held: a store that keeps its keys as strings (mutexbucket,
-// atomicbucket's Go maps, a user's map) would retain, per key, everything
+// the key is held: a store that keeps its keys as the strings it is given
+// (a user's map; keyrate's stores copy a new key) would retain, per key, everything
 // the client put before its address in the line (up to
 // http.Server.MaxHeaderBytes, 1 MiB by default) - a memory amplification
 // of about 60000 for one 16-byte key. Checked for each header, for the
