@@ -248,7 +248,7 @@ func (b *batcher) release(node *redis.Client) {
 	t.queue[0] = nil
 	t.queue = t.queue[1:]
 	if len(t.queue) == 0 {
-		t.queue = t.queue[:0:0] // let the backing array be reused from its start
+		t.queue = nil // the array's front is spent by the [1:] above: the next queued call starts a new one
 	}
 	b.setTurns(node, t)
 	w.state = leading
