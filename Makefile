@@ -125,8 +125,8 @@ report:
 # generated from (REPORT_SET). README.md quotes its figures only in a block
 # that keyrate report -readme writes, so that they cannot go stale: after a
 # new full run (make bench), point these at it and run make readme.
-REPORT_SET := bench/results/2026-11-23-vm
-REPORT_DOC := docs/benchmarks-2026-11-23
+REPORT_SET := bench/results/2026-11-24-vm
+REPORT_DOC := docs/benchmarks-2026-11-24
 
 ## readme: regenerate the committed report from REPORT_SET, and README.md's
 ## figures from it
