@@ -6,16 +6,16 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
-	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
 
 // diffHooked returns a store on a hook clock (rebuild_test.go's) with
 // tiers "one" (the default's bucket), "multi" (that bucket and a second
 // window) and "win" (a sliding window), frozen at one reading.
-func diffHooked(t *testing.T, opts ...keyrate.Option) (*atomicbucket.Store, *hookClock, map[string]keyrate.Tier) {
+func diffHooked(t *testing.T, opts ...keyrate.Option) (*atomicbucket.Store, *conformance.HookClock, map[string]keyrate.Tier) {
 	t.Helper()
 	bucket := keyrate.Limit{Rate: 10, Per: time.Hour, Burst: 10}
-	clk := &hookClock{Manual: clock.NewManual(time.Hour)}
+	clk := conformance.NewHookClock(time.Hour)
 	s, err := atomicbucket.New(bucket, append([]keyrate.Option{keyrate.WithClock(clk), keyrate.WithPolicies(
 		keyrate.Policy{Name: "one", Limits: []keyrate.Limit{bucket}},
 		keyrate.Policy{Name: "multi", Limits: []keyrate.Limit{bucket, {Rate: 100, Per: time.Hour, Burst: 100}}},
@@ -35,10 +35,10 @@ func diffHooked(t *testing.T, opts ...keyrate.Option) (*atomicbucket.Store, *hoo
 }
 
 // arm runs f at the next reading of clk, and returns a check that it ran.
-func arm(t *testing.T, clk *hookClock, f func()) func(what string) {
+func arm(t *testing.T, clk *conformance.HookClock, f func()) func(what string) {
 	fired := false
 	g := func() { fired = true; f() }
-	clk.hook.Store(&g)
+	clk.AtNextReading(g)
 	return func(what string) {
 		t.Helper()
 		if !fired {

@@ -10,24 +10,8 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
-
-// hookClock is a manual clock that runs a function right after its next
-// reading, on the goroutine that took it (see conformance's hookClock):
-// a known-key spend reads the clock between finding the key's slot and
-// loading its word, so the function runs exactly there.
-type hookClock struct {
-	*clock.Manual
-	hook atomic.Pointer[func()]
-}
-
-func (c *hookClock) Now() time.Duration {
-	v := c.Manual.Now()
-	if f := c.hook.Swap(nil); f != nil {
-		(*f)()
-	}
-	return v
-}
 
 // TestSpendAcrossRebuild: a spend that found its key's slot, and then lost
 // the race to a rebuild of the key's segment before loading and swapping
@@ -45,7 +29,7 @@ func TestSpendAcrossRebuild(t *testing.T) {
 		{"hashed", keyrate.Limit{Rate: 10, Per: time.Hour, Burst: 10}, []keyrate.Option{keyrate.WithHashedKeys()}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clk := &hookClock{Manual: clock.NewManual(time.Hour)}
+			clk := conformance.NewHookClock(time.Hour)
 			s, err := atomicbucket.New(c.limit, append(c.opts, keyrate.WithClock(clk))...)
 			if err != nil {
 				t.Fatal(err)
@@ -57,7 +41,7 @@ func TestSpendAcrossRebuild(t *testing.T) {
 			for i := 2; i <= 11; i++ {
 				fired := false
 				f := func() { fired = true; atomicbucket.RebuildSegmentOf(s, "k") }
-				clk.hook.Store(&f)
+				clk.AtNextReading(f)
 				d, err := s.AllowN("k", 1)
 				if !fired {
 					t.Fatalf("spend %d: the rebuild did not run in the call", i)

@@ -3,29 +3,13 @@ package striped_test
 import (
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/striped"
 )
-
-// hookClock is a manual clock that runs an armed function right after
-// its next reading, on the goroutine that took it.
-type hookClock struct {
-	*clock.Manual
-	hook atomic.Pointer[func()]
-}
-
-func (c *hookClock) Now() time.Duration {
-	v := c.Manual.Now()
-	if f := c.hook.Swap(nil); f != nil {
-		(*f)()
-	}
-	return v
-}
 
 // TestSweepExaminesEveryKeyDespiteGrowth: Sweep must examine every
 // tracked key once (keyrate.BoundedLimiter) even while other goroutines
@@ -41,7 +25,7 @@ func (c *hookClock) Now() time.Duration {
 // break (runtime.Gosched), where it inserts enough keys to grow the table.
 func TestSweepExaminesEveryKeyDespiteGrowth(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	clk := &hookClock{Manual: clock.NewManual(time.Hour)}
+	clk := conformance.NewHookClock(time.Hour)
 	s, err := striped.New(keyrate.Limit{Rate: 1, Per: time.Hour, Burst: 2},
 		keyrate.WithClock(clk), striped.WithStripes(1), keyrate.WithSweepInterval(time.Hour))
 	if err != nil {
@@ -63,7 +47,7 @@ func TestSweepExaminesEveryKeyDespiteGrowth(t *testing.T) {
 			}
 		}()
 	}
-	clk.hook.Store(&arm)
+	clk.AtNextReading(arm)
 	removed := s.Sweep()
 	<-done
 	if removed != full {

@@ -7,25 +7,26 @@ import (
 	"github.com/keyrate/keyrate/clock"
 )
 
-// hookClock is a manual clock that runs a function right after one chosen
+// HookClock is a manual clock that runs a function right after one chosen
 // reading, on the goroutine that took it: the tool for driving a store
 // through one interleaving every run. A store's call that reads the clock
 // and then acts on the reading is interrupted exactly between the two, as
 // if another goroutine had run there (net/http drives its races the same
 // way with test hooks).
-type hookClock struct {
+type HookClock struct {
 	*clock.Manual
 	hook atomic.Pointer[func()]
 }
 
-func newHookClock(start time.Duration) *hookClock {
-	return &hookClock{Manual: clock.NewManual(start)}
+// NewHookClock returns a HookClock reading start.
+func NewHookClock(start time.Duration) *HookClock {
+	return &HookClock{Manual: clock.NewManual(start)}
 }
 
 // Now returns the manual clock's reading, then runs the function armed by
-// atNextReading, if any: once, and before returning, so that the caller
+// AtNextReading, if any: once, and before returning, so that the caller
 // acts on a reading that the function's effects postdate.
-func (c *hookClock) Now() time.Duration {
+func (c *HookClock) Now() time.Duration {
 	v := c.Manual.Now()
 	if f := c.hook.Swap(nil); f != nil {
 		(*f)()
@@ -33,12 +34,12 @@ func (c *hookClock) Now() time.Duration {
 	return v
 }
 
-// atNextReading arms f to run right after the next reading of the clock,
+// AtNextReading arms f to run right after the next reading of the clock,
 // by whichever goroutine takes it. Readings that f takes itself do not run
 // it again. Arm it only where that reading is taken outside the store's
 // locks (the first reading of a call): f runs under whatever the reader
 // holds, and a Sweep there would wait for a lock its own caller holds.
-func (c *hookClock) atNextReading(f func()) { c.hook.Store(&f) }
+func (c *HookClock) AtNextReading(f func()) { c.hook.Store(&f) }
 
-// fired reports whether the armed function has run.
-func (c *hookClock) fired() bool { return c.hook.Load() == nil }
+// Fired reports whether the armed function has run.
+func (c *HookClock) Fired() bool { return c.hook.Load() == nil }

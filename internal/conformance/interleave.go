@@ -16,7 +16,7 @@ import (
 
 // This file holds the eviction interleavings found from outside: each has
 // a deterministic check, which drives the one bad interleaving every run
-// (with a hookClock, or a closed store whose sweeps run on the caller),
+// (with a HookClock, or a closed store whose sweeps run on the caller),
 // and a stress check that runs real goroutines.
 
 // testOtherKeyEvicted: a sweep that evicts key a between a new key b's
@@ -35,7 +35,7 @@ func testOtherKeyEvicted(t *testing.T, s Bounded) {
 		{1, keyrate.Decision{Allowed: true, Policy: keyrate.DefaultPolicy, Limit: limit, Remaining: 9, ResetAfter: 100 * time.Millisecond, WindowResetAfter: 100 * time.Millisecond}},
 	} {
 		t.Run(fmt.Sprint("cost=", c.cost), func(t *testing.T) {
-			clk := newHookClock(start)
+			clk := NewHookClock(start)
 			l, _ := openBounded(t, s, limit, keyrate.WithClock(clk))
 			for l.Allow("a") { // emptied: full again at +1s
 			}
@@ -43,13 +43,13 @@ func testOtherKeyEvicted(t *testing.T, s Bounded) {
 			// b's call reads +999ms; right after, time moves to +1s and
 			// a sweep evicts a, which is full there.
 			swept := -1
-			clk.atNextReading(func() {
+			clk.AtNextReading(func() {
 				clk.Advance(time.Millisecond)
 				swept = l.Sweep()
 			})
 			got, err := l.AllowN("b", c.cost)
-			if !clk.fired() || swept != 1 {
-				t.Fatalf("the sweep in b's call did not run as planned (fired %v, removed %d): the interleaving was not driven", clk.fired(), swept)
+			if !clk.Fired() || swept != 1 {
+				t.Fatalf("the sweep in b's call did not run as planned (fired %v, removed %d): the interleaving was not driven", clk.Fired(), swept)
 			}
 			if err != nil || got != c.want {
 				t.Fatalf("AllowN(new key b, %d), with key a evicted after b read the clock, = %+v, %v; want %+v, as if nothing were evicted",

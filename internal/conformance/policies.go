@@ -537,7 +537,7 @@ func testMovedUnderCaller(t *testing.T, b Bounded) {
 		{keyrate.PerMinute(10), keyrate.PerHour(100)},
 	} {
 		t.Run(fmt.Sprint("windows=", len(windows)), func(t *testing.T) {
-			clk := newHookClock(start)
+			clk := NewHookClock(start)
 			l, err := b.New(t, keyrate.PerSecond(1), clk.Manual, keyrate.WithClock(clk), keyrate.WithPolicies(
 				keyrate.Policy{Name: "a", Limits: windows},
 				keyrate.Policy{Name: "b", Limits: windows},
@@ -553,10 +553,10 @@ func testMovedUnderCaller(t *testing.T, b Bounded) {
 				t.Fatalf("first request = %+v, %v", d, err)
 			}
 			var moved keyrate.Decision
-			clk.atNextReading(func() { moved, _ = ps.AllowTier("k", tb, 4) })
+			clk.AtNextReading(func() { moved, _ = ps.AllowTier("k", tb, 4) })
 			got, err := ps.AllowTier("k", ta, 3)
-			if !clk.fired() || !moved.Allowed || moved.Remaining != 5 {
-				t.Fatalf("the move to tier b did not run as planned (fired %v, %+v)", clk.fired(), moved)
+			if !clk.Fired() || !moved.Allowed || moved.Remaining != 5 {
+				t.Fatalf("the move to tier b did not run as planned (fired %v, %+v)", clk.Fired(), moved)
 			}
 			if err != nil || !got.Allowed || got.Remaining != 2 {
 				t.Fatalf("AllowTier(k, a, 3) after k moved to b under it = %+v, %v; want allowed with 2 left (10 - 1 - 4 - 3)", got, err)

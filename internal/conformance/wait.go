@@ -749,7 +749,7 @@ func testWaitZeroAllocs(t *testing.T, b Bounded) {
 // behind the cancelled tokens. (A store that reads the clock under its
 // lock cannot be interleaved there, and would deadlock on the hook.)
 func CancelRace(t *testing.T, b Bounded) {
-	clk := newHookClock(start)
+	clk := NewHookClock(start)
 	l, err := b.New(t, perSecondBurst(1, 1), clk.Manual, keyrate.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -759,12 +759,12 @@ func CancelRace(t *testing.T, b Bounded) {
 	w.Allow("k")
 	a := reserve(t, w, "k", 1, time.Hour)
 	var later keyrate.Reservation
-	clk.atNextReading(func() { later = reserve(t, w, "k", 1, time.Hour) })
+	clk.AtNextReading(func() { later = reserve(t, w, "k", 1, time.Hour) })
 	if a.Cancel() {
 		t.Fatal("Cancel gave A's tokens back although B reserved behind them while it ran")
 	}
-	if !clk.fired() || !later.OK() || later.Delay() != 2*time.Second {
-		t.Fatalf("the reservation behind A did not run as planned (fired %v, OK %v, delay %v)", clk.fired(), later.OK(), later.Delay())
+	if !clk.Fired() || !later.OK() || later.Delay() != 2*time.Second {
+		t.Fatalf("the reservation behind A did not run as planned (fired %v, OK %v, delay %v)", clk.Fired(), later.OK(), later.Delay())
 	}
 	if !later.Cancel() || !a.Cancel() {
 		t.Fatal("cancelling B, then A, did not give both back")
