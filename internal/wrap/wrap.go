@@ -11,6 +11,7 @@ package wrap
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -32,7 +33,7 @@ func Errorf(format string, args ...any) error {
 		}
 		text := e.Error()
 		if p := prefix(text); p != "" {
-			if contains(seen, p) {
+			if slices.Contains(seen, p) {
 				text, shortened = text[len(p):], true
 			} else {
 				seen = append(seen, p)
@@ -62,15 +63,6 @@ func prefix(text string) string {
 		}
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // wrapped is Errorf's error: fmt.Errorf's, with a shorter message.

@@ -591,13 +591,7 @@ func (m *md) redis() {
 			} else {
 				row = append(row, "—", "—")
 			}
-			for _, u := range []string{unitP50, unitP99} {
-				if v, ok := s.Median(redisCell(op, n, u)); ok {
-					row = append(row, fmt.Sprintf("%.1f µs", v/1e3))
-				} else {
-					row = append(row, "—")
-				}
-			}
+			row = append(row, s.latencies(op, n)...)
 		}
 		r, ok := s.ratio(redisCell(redisAllow, n, unitP50), redisCell(redisEmpty, n, unitP50))
 		row = append(row, fmtRatio(r, ok))
@@ -651,13 +645,7 @@ func (m *md) redisOthers() {
 				continue
 			}
 			row := []string{"`" + op + "`", fmt.Sprint(n), fmtNum(ns), fmt.Sprintf("%.0f", 1e9/ns)}
-			for _, u := range []string{unitP50, unitP99} {
-				if v, ok := s.Median(redisCell(op, n, u)); ok {
-					row = append(row, fmtMicros(v))
-				} else {
-					row = append(row, "—")
-				}
-			}
+			row = append(row, s.latencies(op, n)...)
 			if a, ok := s.Median(redisCell(op, n, unitAllocs)); ok {
 				row = append(row, fmt.Sprintf("%g", a))
 			} else {
@@ -751,6 +739,20 @@ func fmtSpeed(x float64) string {
 	default:
 		return fmt.Sprintf("%.2f× slower", 1/x)
 	}
+}
+
+// latencies returns BenchmarkRedis's p50 and p99 of op at n clients, as
+// table cells.
+func (s *Set) latencies(op string, n int) []string {
+	cells := make([]string, 0, 2)
+	for _, u := range []string{unitP50, unitP99} {
+		if v, ok := s.Median(redisCell(op, n, u)); ok {
+			cells = append(cells, fmtMicros(v))
+		} else {
+			cells = append(cells, "—")
+		}
+	}
+	return cells
 }
 
 // fmtMicros formats ns as µs: one decimal, or three below 1 µs (a call
