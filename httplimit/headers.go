@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -148,6 +150,52 @@ func sfCount(n int) int64 {
 	return min(max(int64(n), 0), maxSFInteger)
 }
 
+// digitPairs holds the two decimal digits of each of 0 to 99.
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
+
+// pow10 holds the powers of 10 that fit in a uint64.
+var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// appendDecimal appends n in decimal to b: strconv.AppendUint(b, n, 10),
+// written in place, two digits a step, without strconv's intermediate
+// buffer and copy. It is on the path of every response.
+func appendDecimal(b []byte, n uint64) []byte {
+	// log10(2) ≈ 1233/4096: t+1 is the number of digits or one more. (n|1
+	// has n's digits, and gives 0 one.)
+	t := bits.Len64(n|1) * 1233 >> 12
+	digits := t + 1
+	if n|1 < pow10[t] {
+		digits = t
+	}
+	b = slices.Grow(b, digits)
+	i := len(b) + digits
+	b = b[:i]
+	for n >= 100 {
+		q := n / 100
+		r := (n - q*100) * 2
+		i -= 2
+		b[i], b[i+1] = digitPairs[r], digitPairs[r+1]
+		n = q
+	}
+	if n >= 10 {
+		i -= 2
+		b[i], b[i+1] = digitPairs[n*2], digitPairs[n*2+1]
+	} else {
+		b[i-1] = byte('0' + n)
+	}
+	return b
+}
+
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d ≤ 0. The
 // longest time.Duration is 9223372037 s, well within an Integer.
 func ceilSeconds(d time.Duration) int64 {
@@ -203,11 +251,11 @@ func (m *middleware) setHeaders(h http.Header, d *keyrate.Decision, slot *policy
 	win := &p.windows[w]
 	b = append(b, win.prefix...)
 	r0 := len(b)
-	b = strconv.AppendInt(b, sfCount(d.Remaining), 10)
+	b = appendDecimal(b, uint64(sfCount(d.Remaining)))
 	r1 := len(b)
 	b = append(b, ";t="...)
 	t0 := len(b)
-	b = strconv.AppendInt(b, t, 10)
+	b = appendDecimal(b, uint64(t))
 	// The block's bytes (or, past them, the array append grew) are never
 	// written again: they are the string's from here on.
 	s := unsafe.String(unsafe.SliceData(b), len(b))
