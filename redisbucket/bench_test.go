@@ -19,6 +19,22 @@ import (
 // client and key as the store's script.
 var emptyScript = redis.NewScript("return 0")
 
+// floorScript reads the server's TIME, GETs its key and SETs it with a
+// TTL, and computes nothing: the least a limiter that keeps its state in
+// Redis on the server's clock asks of the server each call, given the
+// store's arguments.
+var floorScript = redis.NewScript(`local t = redis.call('TIME')
+local v = redis.pcall('GET', KEYS[1])
+redis.call('SET', KEYS[1], string.format('%d:%d', tonumber(t[1]) * 1000000 + tonumber(t[2]), 0), 'PX', ARGV[3])
+return {-1, 0, 0, 0, 0}`)
+
+// floorArgs are the store's seven arguments for the benchmark's limit
+// (the server's TIME, cost 1, the TTL in ms, then K, I, G and F), sent
+// with floorScript so that they cost the server the same to receive. The
+// store sets the same TTL, 1 ms, on these keys: a bucket one token short
+// of full.
+var floorArgs = []any{"-1", 1, 1, 1, 1, 1000, 1_000_000}
+
 // BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
 // GCRA script, on the server's TIME, every call allowed so every call
 // writes), the same under WithPipelining's defaults (op=allow-pipelined:
@@ -32,6 +48,15 @@ var emptyScript = redis.NewScript("return 0")
 // each on its own key. Beside
 // ns/op (wall time over all goroutines) it reports each call's latency at
 // the median and the 99th percentile.
+//
+// Those ops run one after another, seconds apart, and a shared machine's
+// speed moves in seconds. op=paired measures the overhead call by call,
+// with one client (with more, the calls would share the server's queue,
+// and each call's latency would be mostly the others'): it alternates
+// AllowN, floorScript (the least any script on the server's clock must
+// do) and the empty EVALSHA, so that the three meet the same machine;
+// p50-ns and p99-ns are AllowN's, floor-p50-ns and empty-p50-ns the
+// others' medians, and ns/op covers all three calls.
 func BenchmarkRedis(b *testing.B) {
 	racetest.Bench()
 	srv := server(b)
@@ -67,54 +92,73 @@ func BenchmarkRedis(b *testing.B) {
 			b.Fatalf("AllowN(%q) on a new key = %+v, %v", key, d, err)
 		}
 	}
-	ops := []struct {
-		name string
+	empty := func(key string) error {
+		return emptyScript.Run(context.Background(), client, []string{key}).Err()
+	}
+	allow := func(key string) error {
+		d, err := store.AllowN(key, 1)
+		if err == nil && !d.Allowed {
+			err = fmt.Errorf("AllowN(%q) denied: the benchmark's limit should allow every call", key)
+		}
+		return err
+	}
+	// timed is a call op=paired makes after each of its op's, and the
+	// unit of its median latency.
+	type timed struct {
+		unit string
 		call func(key string) error
+	}
+	ops := []struct {
+		name    string
+		call    func(key string) error
+		also    []timed
+		clients []int // nil: 1, 8 and 50
 	}{
-		{"allow", func(key string) error {
-			d, err := store.AllowN(key, 1)
-			if err == nil && !d.Allowed {
-				err = fmt.Errorf("AllowN(%q) denied: the benchmark's limit should allow every call", key)
-			}
-			return err
-		}},
-		{"allow-pipelined", func(key string) error {
+		{name: "allow", call: allow},
+		{name: "allow-pipelined", call: func(key string) error {
 			d, err := pipelined.AllowN(key, 1)
 			if err == nil && !d.Allowed {
 				err = fmt.Errorf("AllowN(%q) denied: the benchmark's limit should allow every call", key)
 			}
 			return err
 		}},
-		{"allow-windows=2", func(key string) error {
+		{name: "allow-windows=2", call: func(key string) error {
 			d, err := store.AllowTier(key+"-two", two, 1)
 			if err == nil && !d.Allowed {
 				err = fmt.Errorf("AllowTier(%q) denied: the benchmark's limits should allow every call", key)
 			}
 			return err
 		}},
-		{"allow-sliding", func(key string) error {
+		{name: "allow-sliding", call: func(key string) error {
 			d, err := store.AllowTier(key+"-sliding", sliding, 1)
 			if err == nil && !d.Allowed {
 				err = fmt.Errorf("AllowTier(%q) denied: the benchmark's limit should allow every call", key)
 			}
 			return err
 		}},
-		{"wait", func(key string) error {
+		{name: "wait", call: func(key string) error {
 			return store.Wait(context.Background(), key+"-wait", 1) // never sleeps: the limit allows every call
 		}},
-		{"deny-cached", func(key string) error {
+		{name: "deny-cached", call: func(key string) error {
 			d, err := cached.AllowN(key, 1)
 			if err == nil && d.Allowed {
 				err = fmt.Errorf("AllowN(%q) allowed on an empty bucket", key)
 			}
 			return err
 		}},
-		{"evalsha-empty", func(key string) error {
-			return emptyScript.Run(context.Background(), client, []string{key}).Err()
-		}},
+		{name: "evalsha-empty", call: empty},
+		{name: "paired", call: allow, also: []timed{
+			{"floor-p50-ns", func(key string) error {
+				return floorScript.Run(context.Background(), client, []string{key + "-floor"}, floorArgs...).Err()
+			}},
+			{"empty-p50-ns", empty},
+		}, clients: []int{1}},
 	}
 	for _, op := range ops {
-		for _, clients := range []int{1, 8, 50} {
+		if op.clients == nil {
+			op.clients = []int{1, 8, 50}
+		}
+		for _, clients := range op.clients {
 			b.Run(fmt.Sprintf("op=%s/clients=%d", op.name, clients), func(b *testing.B) {
 				if err := op.call("warm"); err != nil { // loads the script
 					b.Fatal(err)
@@ -122,6 +166,10 @@ func BenchmarkRedis(b *testing.B) {
 				b.ReportAllocs()
 				calls := cached.Stats().Calls
 				latencies := make([][]time.Duration, clients)
+				also := make([][][]time.Duration, len(op.also)) // [also][goroutine][call]
+				for a := range also {
+					also[a] = make([][]time.Duration, clients)
+				}
 				var wg sync.WaitGroup
 				b.ResetTimer()
 				for g := range clients {
@@ -131,6 +179,9 @@ func BenchmarkRedis(b *testing.B) {
 					}
 					lat := make([]time.Duration, n)
 					latencies[g] = lat
+					for a := range also {
+						also[a][g] = make([]time.Duration, n)
+					}
 					key := benchKeys(clients)[g]
 					wg.Add(1)
 					go func() {
@@ -142,6 +193,14 @@ func BenchmarkRedis(b *testing.B) {
 								return
 							}
 							lat[i] = time.Since(begin)
+							for a, t := range op.also {
+								begin := time.Now()
+								if err := t.call(key); err != nil {
+									b.Error(err)
+									return
+								}
+								also[a][g][i] = time.Since(begin)
+							}
 						}
 					}()
 				}
@@ -157,6 +216,11 @@ func BenchmarkRedis(b *testing.B) {
 				slices.Sort(all)
 				b.ReportMetric(float64(all[len(all)*50/100].Nanoseconds()), "p50-ns")
 				b.ReportMetric(float64(all[len(all)*99/100].Nanoseconds()), "p99-ns")
+				for a, t := range op.also {
+					all := slices.Concat(also[a]...)
+					slices.Sort(all)
+					b.ReportMetric(float64(all[len(all)*50/100].Nanoseconds()), t.unit)
+				}
 			})
 		}
 	}

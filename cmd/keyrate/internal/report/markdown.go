@@ -599,12 +599,32 @@ func (m *md) redis() {
 	}
 	m.p("")
 	m.p("Target: allow's p50 within %g× of empty's with one client and %g× with more, and at most %d allocs/op (see Targets). The in-process stores' ns/op above are the price without the network.\n", redisEmptyOne, redisEmptyMany, redisAllocsMax)
+	m.redisPaired()
 	m.redisOthers()
 	on, ok1 := s.Median(hotKeyCell(true, unitAllows))
 	off, ok2 := s.Median(hotKeyCell(false, unitAllows))
 	if ok1 && ok2 && off > 0 {
 		m.p("**One hot key, leases** (BenchmarkHotKey, redisbucket/lease_test.go): 4 stores, each with its own client, × 8 goroutines on one key the limit never denies. Without leases every call is a round trip: %.0f allows/s. With `WithLeases(redisbucket.Lease{Size: 100, Life: 10 * time.Millisecond})` a node spends 100 tokens in one call and hands them out locally: %.0f allows/s, %.2f× (target: at least %g×).\n", off, on, on/off, leaseSpeedupMin)
 	}
+}
+
+// redisPaired writes op=paired: allow, the floor script and the empty
+// EVALSHA, one client alternating them call by call.
+func (m *md) redisPaired() {
+	s := m.s
+	allow, empty, ok := s.paired()
+	if !ok {
+		return
+	}
+	m.p("**Call by call** (`paired`): the ops above run one after another, seconds apart, and this machine's speed moves in seconds. Here one client alternates three calls, so that all three meet the same machine: allow; a script that reads the server's TIME, GETs the key and SETs it with a TTL, and computes nothing (the floor: what any limiter that keeps its state in Redis on the server's clock asks of the server each call); and the empty EVALSHA. With one client no call waits for another, so this is the one-client target's figure. (With more clients the calls would share the server's queue, and each call's latency would be mostly the others'.)\n")
+	m.p("| call | p50 | p50 ÷ empty |")
+	m.p("|---|---:|---:|")
+	m.p("| allow | %s | %.2f× |", fmtMicros(allow), allow/empty)
+	if f, ok := s.Median(redisCell(redisPaired, 1, unitFloorP50)); ok {
+		m.p("| floor: TIME, GET and SET | %s | %.2f× |", fmtMicros(f), f/empty)
+	}
+	m.p("| empty EVALSHA | %s | 1× |", fmtMicros(empty))
+	m.p("")
 }
 
 // redisOpNotes says what each of BenchmarkRedis's other ops measures.
@@ -622,7 +642,7 @@ func (m *md) redisOthers() {
 	s := m.s
 	var ops []string
 	for _, op := range s.RedisOps {
-		if op != redisAllow && op != redisEmpty {
+		if op != redisAllow && op != redisEmpty && op != redisPaired {
 			ops = append(ops, op)
 		}
 	}

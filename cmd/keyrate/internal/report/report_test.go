@@ -46,6 +46,19 @@ func redisLines(op string, clients, n int, ns, p50, p99 float64) string {
 	return b.String()
 }
 
+// pairedLines returns n BenchmarkRedis op=paired lines (one client), as
+// redisbucket/bench_test.go prints them: allow's p50, then the floor
+// script's and the empty EVALSHA's measured call by call beside it.
+func pairedLines(n int, allow, floor, empty float64) string {
+	var b strings.Builder
+	b.WriteString("pkg: github.com/keyrate/keyrate/redisbucket\n")
+	for range n {
+		fmt.Fprintf(&b, "BenchmarkRedis/op=paired/clients=1-2 \t1000\t%g ns/op\t%g empty-p50-ns\t%g floor-p50-ns\t%g p50-ns\t%g p99-ns\t1200 B/op\t30 allocs/op\n",
+			allow+floor+empty, empty, floor, allow, 3*allow)
+	}
+	return b.String()
+}
+
 // hotKeyLines returns n BenchmarkHotKey lines with leases on or off at
 // allows allows/s, as redisbucket/lease_test.go prints them.
 func hotKeyLines(leases bool, n int, allows float64) string {
@@ -70,7 +83,8 @@ func hotKeyLines(leases bool, n int, allows float64) string {
 // AllowN on hotkey at -cpu 2); "reserve-tie" puts mutex's Reserve on hotkey
 // at -cpu 2 a hair above its AllowN (1.01×, not a significant
 // difference); "leases" puts BenchmarkHotKey's leases at 4.5× the
-// allows/s without; "no-redis" leaves BenchmarkRedis and BenchmarkHotKey out, "no-policies" the
+// allows/s without; "paired" adds BenchmarkRedis's op=paired, allow 1.5×
+// the empty EVALSHA call by call with one client; "no-redis" leaves BenchmarkRedis and BenchmarkHotKey out, "no-policies" the
 // policy rows, "no-waiting" the wait rows.
 func fixture(t *testing.T, miss ...string) *Set {
 	t.Helper()
@@ -156,6 +170,9 @@ func fixture(t *testing.T, miss ...string) *Set {
 		leased := 300e3
 		if slices.Contains(miss, "leases") {
 			leased = 90e3
+		}
+		if slices.Contains(miss, "paired") {
+			b.WriteString(pairedLines(10, 150e3, 130e3, 100e3))
 		}
 		b.WriteString(hotKeyLines(false, 10, 20e3))
 		b.WriteString(hotKeyLines(true, 10, leased))
@@ -387,6 +404,31 @@ func TestMarkdownRedis(t *testing.T) {
 	}
 	if strings.Contains(md, "| clients |") {
 		t.Error("a report without Redis results has a Redis table")
+	}
+}
+
+// TestMarkdownRedisPaired checks that op=paired's call-by-call figures,
+// where present, decide the one-client target and get a table of their
+// own, and that the other client counts keep the separate runs' figures.
+func TestMarkdownRedisPaired(t *testing.T) {
+	var buf bytes.Buffer
+	Markdown(&buf, fixture(t, "paired"))
+	md := buf.String()
+	for _, want := range []string{
+		"**Call by call** (`paired`)",
+		"| call | p50 | p50 ÷ empty |",
+		"| allow | 150.0 µs | 1.50× |",
+		"| floor: TIME, GET and SET | 130.0 µs | 1.30× |",
+		"| empty EVALSHA | 100.0 µs | 1× |",
+		"| **missed** | ✗ clients=1, call by call: 150.0 µs vs 100.0 µs (1.50×)<br>✓ clients=1: 8 allocs/op<br>✓ clients=8: 110.0 µs vs 100.0 µs (1.10×)",
+		"| 1 | 50000 | 20000 | 110.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.10× |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report with op=paired lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "| `paired` |") {
+		t.Error("op=paired is a row of the other calls' table too")
 	}
 }
 

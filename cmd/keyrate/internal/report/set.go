@@ -66,6 +66,16 @@ const (
 const (
 	redisAllow = "allow"
 	redisEmpty = "evalsha-empty"
+	// redisPaired is allow measured call by call beside the empty EVALSHA
+	// and the floor script, with one client: its p50-ns is allow's, and
+	// it reports the others' medians as unitFloorP50 and unitEmptyP50.
+	redisPaired = "paired"
+)
+
+// op=paired's units beside allow's p50-ns and p99-ns.
+const (
+	unitFloorP50 = "floor-p50-ns"
+	unitEmptyP50 = "empty-p50-ns"
 )
 
 // Cell identifies one sample: one benchmark of one subject on one workload
