@@ -1,0 +1,61 @@
+package keyrateprom_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/keyrateprom"
+)
+
+// TestPolicyNameNotUTF8: a policy name that is not valid UTF-8 reaches
+// Observe from a store whose WithPolicyFunc derives the name from a
+// client's key (the name asked for is the event's Policy, see
+// keyrate.Event), and Prometheus refuses such a label value. Observe, and
+// so the store's AllowN on the request path, must not panic; the event is
+// counted, and the registry still gathers.
+func TestPolicyNameNotUTF8(t *testing.T) {
+	m := keyrateprom.New("api")
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	store, err := atomicbucket.New(keyrate.PerMinute(1), keyrate.WithObserver(m),
+		keyrate.WithPolicyFunc(func(key string) string {
+			tier, _, _ := strings.Cut(key, ":")
+			return tier
+		}))
+	require.NoError(t, err)
+	defer store.Close()
+
+	var (
+		d        keyrate.Decision
+		panicked any
+	)
+	func() {
+		defer func() { panicked = recover() }()
+		d, err = store.AllowN("\xff:alice", 1) // a client's key, such as a header value
+	}()
+	require.Nil(t, panicked, "AllowN panicked in the observer")
+	require.ErrorIs(t, err, keyrate.ErrUnknownPolicy)
+	require.False(t, d.Allowed)
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var unknown float64
+	for _, mf := range mfs {
+		if mf.GetName() != "keyrate_errors_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "error" && lp.GetValue() == "unknown_policy" {
+					unknown += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	require.Equal(t, 1.0, unknown, "the unknown policy is counted")
+}
