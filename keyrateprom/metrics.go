@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -156,12 +158,17 @@ func (m *Metrics) counters(policy string) *counters {
 	if c, ok := m.policies.Load(policy); ok {
 		return c
 	}
-	label := policy
+	key, label := policy, policy
 	if m.n >= MaxPolicies {
 		if c, ok := m.policies.Load(Other); ok {
 			return c
 		}
-		label = Other
+		key, label = Other, Other
+	} else if !utf8.ValidString(label) {
+		// Prometheus refuses a label value that is not UTF-8
+		// (WithLabelValues would panic): a name from a client's key,
+		// through a store's WithPolicyFunc, can be any bytes.
+		label = strings.ToValidUTF8(label, "\uFFFD")
 	}
 	c := &counters{
 		allowed:         m.decisions.WithLabelValues(label, "allowed"),
@@ -174,8 +181,8 @@ func (m *Metrics) counters(policy string) *counters {
 	for k, name := range errKindNames {
 		c.errs[k] = m.errs.WithLabelValues(label, name)
 	}
-	m.policies.Store(label, c)
-	if label != Other {
+	m.policies.Store(key, c)
+	if key != Other {
 		m.n++
 	}
 	return c

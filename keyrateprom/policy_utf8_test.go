@@ -16,8 +16,9 @@ import (
 // Observe from a store whose WithPolicyFunc derives the name from a
 // client's key (the name asked for is the event's Policy, see
 // keyrate.Event), and Prometheus refuses such a label value. Observe, and
-// so the store's AllowN on the request path, must not panic; the event is
-// counted, and the registry still gathers.
+// so the store's AllowN on the request path, does not panic: the event is
+// counted under the name with U+FFFD for the bad byte, and the registry
+// still gathers.
 func TestPolicyNameNotUTF8(t *testing.T) {
 	m := keyrateprom.New("api")
 	reg := prometheus.NewPedanticRegistry()
@@ -50,10 +51,13 @@ func TestPolicyNameNotUTF8(t *testing.T) {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
 			for _, lp := range s.GetLabel() {
-				if lp.GetName() == "error" && lp.GetValue() == "unknown_policy" {
-					unknown += s.GetCounter().GetValue()
-				}
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["error"] == "unknown_policy" {
+				require.Equal(t, "\uFFFD", labels["policy"])
+				unknown += s.GetCounter().GetValue()
 			}
 		}
 	}
