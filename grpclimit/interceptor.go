@@ -105,14 +105,14 @@ func (in *Interceptor) decide(ctx context.Context, method string) error {
 	if err == nil && d.Allowed {
 		return nil
 	}
-	if err == nil {
-		err = denied(method, d)
-	}
 	if in.shadow {
 		if in.onShadow != nil {
-			in.onShadow(ctx, method, d, err)
+			in.onShadow(ctx, method, d, err) // err is nil for a denial
 		}
 		return nil
+	}
+	if err == nil {
+		err = denied(method, d)
 	}
 	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/clientkey"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // Errors a key function returns.
@@ -22,15 +23,16 @@ var (
 	// It wraps keyrate.ErrInvalidKey.
 	ErrNoKey = fmt.Errorf("grpclimit: call has no key (%w)", keyrate.ErrInvalidKey)
 
-	// ErrNoPeer reports a call whose context has no peer (grpc/peer), so
-	// that ByPeer has no address: not a call a gRPC server makes.
+	// ErrNoPeer reports a call whose context has no peer (grpc/peer), or
+	// a peer with a nil address, so that ByPeer has no address: not a call
+	// a gRPC server makes.
 	ErrNoPeer = errors.New("grpclimit: call has no peer address")
 )
 
 // peerKey is ByPeer's key function.
 func peerKey(ctx context.Context, _ string) (string, error) {
 	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
+	if !ok || isnil.Is(p.Addr) { // a nil *net.TCPAddr too: no address
 		return "", ErrNoPeer
 	}
 	switch a := p.Addr.(type) {
