@@ -65,17 +65,41 @@ func ByPeer() Option {
 // ByMetadata keys calls by the first value of the incoming metadata key
 // name, such as "x-api-key" (metadata keys are lower case; name is
 // lowered as grpc/metadata does). A call without it, or with an empty
-// value, is an error wrapping ErrNoKey. An empty name, or one ending in
-// "-bin" (a binary value), makes New fail with an error wrapping
-// keyrate.ErrInvalidOption.
+// value, is an error wrapping ErrNoKey. A name that is not a text
+// metadata key makes New fail with an error wrapping
+// keyrate.ErrInvalidOption: an empty one, one with a byte other than a
+// letter, a digit, '-', '_' or '.' (except a pseudo-header's leading ':',
+// as in ":authority"), or one ending in "-bin" (a binary value).
 func ByMetadata(name string) Option {
 	return func(c *config) {
-		if name == "" || strings.HasSuffix(strings.ToLower(name), "-bin") {
+		if !textMetadataKey(name) {
 			c.fail(fmt.Errorf("%w: grpclimit.ByMetadata(%q): not a text metadata key", keyrate.ErrInvalidOption, name))
 			return
 		}
-		c.key = metadataKey(name)
+		c.key = metadataKey(strings.ToLower(name))
 	}
+}
+
+// textMetadataKey reports whether name, once lowered, is a key that gRPC
+// metadata can carry ([0-9a-z-_.], or a pseudo-header's ':' and those),
+// and not a binary one. Only ASCII letters lower to a metadata key's
+// (strings.ToLower would lower the Kelvin sign to 'k').
+func textMetadataKey(name string) bool {
+	if strings.HasSuffix(strings.ToLower(name), "-bin") {
+		return false
+	}
+	rest := strings.TrimPrefix(name, ":")
+	if rest == "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		switch b := rest[i]; {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '-', b == '_', b == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // ByMethod keys calls by their full method name ("/package.Service/Method"),
