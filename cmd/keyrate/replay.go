@@ -428,24 +428,36 @@ func integer(name string, field []byte, lo, hi int64) (int64, string) {
 	case errors.Is(err, strconv.ErrRange) && field[0] == '-',
 		err == nil && v < lo:
 		if lo == 0 {
-			return v, fmt.Sprintf("%s %s is negative", name, field)
+			return v, fmt.Sprintf("%s %s is negative", name, cut(field))
 		}
-		return v, fmt.Sprintf("%s %s is below %d", name, field, lo)
+		return v, fmt.Sprintf("%s %s is below %d", name, cut(field), lo)
 	case errors.Is(err, strconv.ErrRange),
 		err == nil && v > hi:
-		return math.MaxInt64, fmt.Sprintf("%s %s is above %d", name, field, hi)
+		return math.MaxInt64, fmt.Sprintf("%s %s is above %d", name, cut(field), hi)
 	case err != nil:
 		return 0, fmt.Sprintf("%s %s is not an integer", name, quote(field))
 	}
 	return v, ""
 }
 
-// quote returns field as a Go string literal, shortened to its first 40
-// bytes and "..." if longer, for an error message.
+// mostQuoted is the most bytes of a field an error message shows.
+const mostQuoted = 40
+
+// quote returns field as a Go string literal, shortened to its first
+// mostQuoted bytes and "..." if longer, for an error message.
 func quote(field []byte) string {
-	const most = 40
-	if len(field) > most {
-		return strconv.Quote(string(field[:most])) + "..."
+	if len(field) > mostQuoted {
+		return strconv.Quote(string(field[:mostQuoted])) + "..."
 	}
 	return strconv.Quote(string(field))
+}
+
+// cut returns field, a number (ASCII, printable), shortened to its first
+// mostQuoted bytes and "..." if longer, for an error message: an integer
+// out of int64's range can be a whole line of digits.
+func cut(field []byte) string {
+	if len(field) > mostQuoted {
+		return string(field[:mostQuoted]) + "..."
+	}
+	return string(field)
 }

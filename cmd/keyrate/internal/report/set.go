@@ -18,6 +18,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,7 +124,8 @@ type Set struct {
 	// RedisOps lists BenchmarkRedis's op= values, in first-seen order.
 	RedisOps []string
 
-	// Warnings lists the lines that could not be parsed.
+	// Warnings lists the lines that could not be parsed or held a value
+	// that is not a finite number, each skipped.
 	Warnings []string
 
 	samples map[Cell]*benchmath.Sample
@@ -183,8 +185,8 @@ func ReadMachine(r io.Reader) ([]Fact, error) {
 
 // Read parses raw benchmark output (the Go benchmark format) from r.
 // Benchmarks other than Allow, Memory and Redis are ignored; lines that do
-// not parse are listed in Warnings; a set with no Allow results is an
-// error.
+// not parse, and results with a value that is not a finite number, are
+// listed in Warnings; a set with no Allow results is an error.
 func Read(r io.Reader, label string) (*Set, error) {
 	var pp benchproc.ProjectionParser
 	proj, unitField, err := pp.ParseWithUnit(".name,.subject,/wl,/gomaxprocs", nil)
@@ -206,6 +208,12 @@ func Read(r io.Reader, label string) (*Set, error) {
 		case *benchfmt.Result:
 			res = rec
 		default:
+			continue
+		}
+		if w := nonFinite(res); w != "" {
+			// Skipped and reported: a NaN would never let a U test
+			// return, and an infinity is no measurement either.
+			s.Warnings = append(s.Warnings, w)
 			continue
 		}
 		base, parts := res.Name.Parts()
@@ -309,6 +317,22 @@ func Read(r io.Reader, label string) (*Set, error) {
 		s.samples[c] = benchmath.NewSample(v, &benchmath.DefaultThresholds)
 	}
 	return s, nil
+}
+
+// nonFinite returns the warning for a result with a value that is not a
+// finite number (NaN or an infinity), naming its file and line, or "".
+func nonFinite(res *benchfmt.Result) string {
+	for _, v := range res.Values {
+		if math.IsNaN(v.Value) || math.IsInf(v.Value, 0) {
+			val, unit := v.Value, v.Unit
+			if v.OrigUnit != "" { // as printed: ns/op, not sec/op
+				val, unit = v.OrigValue, v.OrigUnit
+			}
+			file, line := res.Pos()
+			return fmt.Sprintf("%s:%d: %s: %v %s is not a finite number", file, line, res.Name.Full(), val, unit)
+		}
+	}
+	return ""
 }
 
 // subjectOf returns the subject a benchmark name's parts describe: the

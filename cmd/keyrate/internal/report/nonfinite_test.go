@@ -9,10 +9,11 @@ import (
 
 // TestReadNonFiniteValue: a value that is not a finite number (NaN, +Inf:
 // a benchmark's ReportMetric of 0/0, a hand-edited or corrupted file)
-// must not reach the statistics. With a NaN in a sample, benchmath's
-// Mann-Whitney U test (go-moremath's) never returns, so "keyrate report"
-// hung forever on such a file. Read lists the line in Warnings, with its
-// file and line number (the report's "Lines skipped"), and keeps the rest.
+// does not reach the statistics: with a NaN in a sample, benchmath's
+// Mann-Whitney U test (go-moremath's) never returns, and "keyrate report"
+// would hang forever on such a file. Read lists the line in Warnings, with
+// its file and line number (the report's "Lines skipped"), and keeps the
+// rest.
 func TestReadNonFiniteValue(t *testing.T) {
 	for _, bad := range []string{"NaN", "+Inf", "-Inf"} {
 		t.Run("value="+bad, func(t *testing.T) {
@@ -23,8 +24,8 @@ func TestReadNonFiniteValue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "bad.txt:11:") || !strings.Contains(s.Warnings[0], bad) {
-				t.Fatalf("Warnings = %q, want one naming bad.txt:11 and %s", s.Warnings, bad)
+			if len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "bad.txt:11:") || !strings.Contains(s.Warnings[0], bad+" ns/op") {
+				t.Fatalf("Warnings = %q, want one naming bad.txt:11 and %s ns/op", s.Warnings, bad)
 			}
 			c := allow("atomic", "hotkey", 1, unitNs)
 			if v := s.values[c]; len(v) != 10 {

@@ -6,10 +6,10 @@ import (
 )
 
 // TestReplayLongNumberMessage: a number too large (or too negative) for
-// int64 is echoed in its error whole, unquoted and uncut, unlike every
-// other field replay quotes (quote cuts at 40 bytes): a line of half a
-// mebibyte of digits made a 512 KiB error "line". The message must name
-// the value shortened, and the bound, in a line of reasonable length.
+// int64 is named in its error cut to 40 bytes, as replay quotes every
+// other field: echoed whole, half a mebibyte of digits made a 512 KiB
+// error "line". The message names the value shortened, and the bound, in
+// a line of reasonable length.
 func TestReplayLongNumberMessage(t *testing.T) {
 	digits := strings.Repeat("9", 500_000)
 	for _, tc := range []struct{ name, input, prefix string }{
