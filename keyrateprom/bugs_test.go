@@ -1,0 +1,63 @@
+package keyrateprom_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/keyrateprom"
+)
+
+// TestUnknownNamesCannotCrowdOutPolicies: a client whose key names its
+// tier (a store's WithPolicyFunc) and that sends MaxPolicies made-up
+// names before the store's own policies are first used (after a restart,
+// say: 64 requests) must not push those policies into the "other" label:
+// the per-policy metrics are what Metrics is for. The made-up names, which
+// the store answers with ErrUnknownPolicy, may take only part of the
+// MaxPolicies labels.
+func TestUnknownNamesCannotCrowdOutPolicies(t *testing.T) {
+	m := keyrateprom.New("api")
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	store, err := atomicbucket.New(keyrate.PerMinute(10), keyrate.WithObserver(m),
+		keyrate.WithPolicies(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(100)}}),
+		keyrate.WithPolicyFunc(func(key string) string {
+			tier, _, _ := strings.Cut(key, ":")
+			return tier
+		}))
+	require.NoError(t, err)
+	defer store.Close()
+
+	for i := range keyrateprom.MaxPolicies {
+		_, err := store.AllowN(fmt.Sprintf("made-up-%d:mallory", i), 1)
+		require.ErrorIs(t, err, keyrate.ErrUnknownPolicy)
+	}
+	require.True(t, store.Allow("pro:alice"))
+	require.True(t, store.Allow(":bob")) // the default policy
+
+	allowed := map[string]float64{}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "keyrate_decisions_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range s.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["decision"] == "allowed" {
+				allowed[labels["policy"]] += s.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, 1.0, allowed["pro"], "pro's decision under its own label; allowed by label: %v", allowed)
+	require.Equal(t, 1.0, allowed[keyrate.DefaultPolicy], "the default's under its own")
+	require.Zero(t, allowed[keyrateprom.Other])
+}
