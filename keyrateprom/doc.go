@@ -54,7 +54,9 @@
 // asked for that it lacks (keyrate_errors_total{error="unknown_policy"});
 // Metrics keeps at most MaxPolicies policy label values and counts any
 // further name as "other", so a client that picks its own tier name cannot
-// grow the registry without bound. A name that is not valid UTF-8, which
+// grow the registry without bound. Names the store lacks take at most
+// MaxUnknownPolicies of them, so that such a client cannot crowd the
+// store's own policies out of their labels either. A name that is not valid UTF-8, which
 // Prometheus refuses as a label value, is labelled with each invalid byte
 // sequence replaced by U+FFFD.
 //

@@ -20,6 +20,13 @@ import (
 // any further policy name are counted under the label value Other.
 const MaxPolicies = 64
 
+// MaxUnknownPolicies is the most of the MaxPolicies policy label values
+// that names a store lacks (events with keyrate.ErrUnknownPolicy) may
+// take; any further such name is counted under Other. Such a name can be
+// a client's choice (a store's WithPolicyFunc that reads the client's
+// key), and must not crowd out the policies the store has.
+const MaxUnknownPolicies = MaxPolicies / 2
+
 // Other is the policy label of events past MaxPolicies distinct names.
 const Other = "other"
 
@@ -123,7 +130,7 @@ func (m *Metrics) Watch(s Stater) error {
 
 // Observe counts e. It is the keyrate.Observer method.
 func (m *Metrics) Observe(e keyrate.Event) {
-	c := m.counters(e.Policy)
+	c := m.counters(e.Policy, e.Err)
 	if e.Degraded {
 		if e.Allowed {
 			c.degradedAllowed.Inc()
@@ -148,8 +155,9 @@ func (m *Metrics) Observe(e keyrate.Event) {
 }
 
 // counters returns policy's counters, creating them on first sight, and
-// Other's once MaxPolicies names have been seen.
-func (m *Metrics) counters(policy string) *counters {
+// Other's once MaxPolicies names have been seen, or MaxUnknownPolicies
+// for a name the store lacks (err is keyrate.ErrUnknownPolicy).
+func (m *Metrics) counters(policy string, err error) *counters {
 	if c, ok := m.policies.Load(policy); ok {
 		return c
 	}
@@ -158,8 +166,12 @@ func (m *Metrics) counters(policy string) *counters {
 	if c, ok := m.policies.Load(policy); ok {
 		return c
 	}
+	most := MaxPolicies
+	if errors.Is(err, keyrate.ErrUnknownPolicy) {
+		most = MaxUnknownPolicies
+	}
 	key, label := policy, policy
-	if m.n >= MaxPolicies {
+	if m.n >= most {
 		if c, ok := m.policies.Load(Other); ok {
 			return c
 		}

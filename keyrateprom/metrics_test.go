@@ -113,7 +113,8 @@ func counterOf(t *testing.T, reg *prometheus.Registry, name string, labels map[s
 }
 
 // TestPolicyLabelBounded: a client that names its own tiers cannot grow
-// the registry past MaxPolicies policy label values.
+// the registry past MaxUnknownPolicies policy label values for names the
+// store lacks, nor past MaxPolicies with the names it has.
 func TestPolicyLabelBounded(t *testing.T) {
 	m := keyrateprom.New("")
 	reg := prometheus.NewPedanticRegistry()
@@ -121,9 +122,16 @@ func TestPolicyLabelBounded(t *testing.T) {
 	for i := range keyrateprom.MaxPolicies + 100 {
 		m.Observe(keyrate.Event{Policy: fmt.Sprint("tier-", i), Cost: 1, Err: keyrate.ErrUnknownPolicy})
 	}
-	require.Equal(t, (keyrateprom.MaxPolicies+1)*2, testutil.CollectAndCount(m, "keyrate_decisions_total"))
-	require.Equal(t, 100.0, testutil.ToFloat64(counterOf(t, reg, "keyrate_errors_total",
+	require.Equal(t, (keyrateprom.MaxUnknownPolicies+1)*2, testutil.CollectAndCount(m, "keyrate_decisions_total"))
+	require.Equal(t, float64(keyrateprom.MaxPolicies+100-keyrateprom.MaxUnknownPolicies), testutil.ToFloat64(counterOf(t, reg, "keyrate_errors_total",
 		map[string]string{"policy": keyrateprom.Other, "error": "unknown_policy"})))
+	for i := range keyrateprom.MaxPolicies {
+		m.Observe(keyrate.Event{Policy: fmt.Sprint("known-", i), Cost: 1, Allowed: true})
+	}
+	require.Equal(t, (keyrateprom.MaxPolicies+1)*2, testutil.CollectAndCount(m, "keyrate_decisions_total"),
+		"names the store has take the rest of MaxPolicies")
+	require.Equal(t, float64(keyrateprom.MaxUnknownPolicies), testutil.ToFloat64(counterOf(t, reg, "keyrate_decisions_total",
+		map[string]string{"policy": keyrateprom.Other, "decision": "allowed"})), "and no more")
 }
 
 type stats keyrate.Stats

@@ -60,7 +60,7 @@ func labelPairs(m *dto.Metric) map[string]string {
 }
 
 // TestConcurrentScrapes: scrapes running while stores' goroutines observe
-// (new policy names appearing among them, past MaxPolicies) and the
+// (made-up policy names appearing among them, past MaxPolicies) and the
 // watched store is swapped never fail, and no counter a scrape sees ever
 // goes backwards, nor disappears. At the end the counts add up to what
 // was decided. A bounded stress run: iteration counts, no timing.
@@ -149,7 +149,7 @@ func TestConcurrentScrapes(t *testing.T) {
 		}
 	}
 	require.Equal(t, float64(workers*calls), unknown, "every made-up policy's event is counted once")
-	require.Len(t, policies, keyrateprom.MaxPolicies+1, "MaxPolicies names and other")
+	require.Len(t, policies, keyrateprom.MaxUnknownPolicies+1, "default and made-up names, MaxUnknownPolicies labels in all, and other")
 	require.True(t, policies[keyrateprom.Other])
 }
 

@@ -16,10 +16,10 @@ import (
 // TestUnknownNamesCannotCrowdOutPolicies: a client whose key names its
 // tier (a store's WithPolicyFunc) and that sends MaxPolicies made-up
 // names before the store's own policies are first used (after a restart,
-// say: 64 requests) must not push those policies into the "other" label:
+// say: 64 requests) does not push those policies into the "other" label:
 // the per-policy metrics are what Metrics is for. The made-up names, which
-// the store answers with ErrUnknownPolicy, may take only part of the
-// MaxPolicies labels.
+// the store answers with ErrUnknownPolicy, take at most MaxUnknownPolicies
+// of the MaxPolicies labels.
 func TestUnknownNamesCannotCrowdOutPolicies(t *testing.T) {
 	m := keyrateprom.New("api")
 	reg := prometheus.NewPedanticRegistry()
