@@ -11,20 +11,40 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/grpclimit"
+	"github.com/keyrate/keyrate/mutexbucket"
 )
 
-// TestRetryInfoExact: over a real server, a two-window policy and costs of
-// 1 to 3, every denial's RetryInfo delay is positive and exact: the same
-// call 1ns before it is denied again, and at it allowed. A zero or
-// negative delay would send clients into a retry loop; a short one would
-// too, a long one would idle them.
+// TestRetryInfoExact: over a real server, a two-window policy under each
+// algorithm (the sliding log, which must be its policy's only window, with
+// one) and costs of 1 to 3, every denial's RetryInfo delay is positive and
+// exact: the same call 1ns before it is denied again, and at it allowed. A
+// zero or negative delay would send clients into a retry loop; a short
+// one would too, a long one would idle them.
 func TestRetryInfoExact(t *testing.T) {
-	store, clk := newStore(t, keyrate.Limit{Rate: 3, Per: time.Second, Burst: 3},
-		keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{
-			{Rate: 3, Per: time.Second, Burst: 3},
-			{Rate: 10, Per: time.Minute, Burst: 10},
-		}}))
+	for _, alg := range []keyrate.Algorithm{keyrate.TokenBucket, keyrate.FixedWindow, keyrate.SlidingWindow, keyrate.SlidingLog} {
+		t.Run("alg="+alg.String(), func(t *testing.T) {
+			limits := []keyrate.Limit{
+				keyrate.Limit{Rate: 3, Per: time.Second, Burst: 3}.Using(alg),
+				keyrate.Limit{Rate: 10, Per: time.Minute, Burst: 10}.Using(alg),
+			}
+			if alg == keyrate.SlidingLog {
+				limits = limits[:1]
+			}
+			retryInfoExact(t, limits)
+		})
+	}
+}
+
+// retryInfoExact is TestRetryInfoExact under limits, with mutexbucket,
+// which carries every algorithm.
+func retryInfoExact(t *testing.T, limits []keyrate.Limit) {
+	clk := clock.NewManual(0)
+	store, err := mutexbucket.New(limits[0], keyrate.WithClock(clk),
+		keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: limits}))
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
 	in, err := grpclimit.New(store, grpclimit.ByMetadata("x-api-key"),
 		grpclimit.WithCost(func(ctx context.Context, _ string) int {
 			n, _ := strconv.Atoi(metadata.ValueFromIncomingContext(ctx, "x-cost")[0])
