@@ -56,12 +56,17 @@
 // further name as "other", so a client that picks its own tier name cannot
 // grow the registry without bound. Names the store lacks take at most
 // MaxUnknownPolicies of them, so that such a client cannot crowd the
-// store's own policies out of their labels either. A name that is not valid UTF-8, which
-// Prometheus refuses as a label value, is labelled with each invalid byte
-// sequence replaced by U+FFFD.
+// store's own policies out of their labels either. A name that is not
+// valid UTF-8, which Prometheus refuses as a label value, is labelled with
+// each invalid byte sequence replaced by U+FFFD, and one longer than
+// MaxPolicyLabel bytes with its first bytes and "...", so that no scrape
+// carries a client's long key in each of a policy's series.
 //
 // # Cost
 //
 // Observe does one lookup in a concurrent map (by policy name) and one or
 // two atomic adds, and allocates nothing once the policy has been seen.
+// A name past the bounds above (counted as "other", not UTF-8, or longer
+// than MaxPolicyLabel) takes a lock and is relabelled at each event
+// instead: such names are a client's, not a store's.
 package keyrateprom

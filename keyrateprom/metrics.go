@@ -27,6 +27,12 @@ const MaxPolicies = 64
 // key), and must not crowd out the policies the store has.
 const MaxUnknownPolicies = MaxPolicies / 2
 
+// MaxPolicyLabel is the longest policy label value, in bytes: a longer
+// name is labelled with its first bytes and "...", so that a name from a
+// client's key cannot make every scrape carry it in each of a policy's
+// series.
+const MaxPolicyLabel = 128
+
 // Other is the policy label of events past MaxPolicies distinct names.
 const Other = "other"
 
@@ -166,21 +172,25 @@ func (m *Metrics) counters(policy string, err error) *counters {
 	if c, ok := m.policies.Load(policy); ok {
 		return c
 	}
+	// A name from a client's key, through a store's WithPolicyFunc, can
+	// be any bytes, of any length: such a name is kept under its label,
+	// so that the map holds no long name, and its events take this path.
+	key, label := policy, policyLabel(policy)
+	if label != policy {
+		if c, ok := m.policies.Load(label); ok {
+			return c
+		}
+		key = label
+	}
 	most := MaxPolicies
 	if errors.Is(err, keyrate.ErrUnknownPolicy) {
 		most = MaxUnknownPolicies
 	}
-	key, label := policy, policy
 	if m.n >= most {
 		if c, ok := m.policies.Load(Other); ok {
 			return c
 		}
 		key, label = Other, Other
-	} else if !utf8.ValidString(label) {
-		// Prometheus refuses a label value that is not UTF-8
-		// (WithLabelValues would panic): a name from a client's key,
-		// through a store's WithPolicyFunc, can be any bytes.
-		label = strings.ToValidUTF8(label, "\uFFFD")
 	}
 	c := &counters{
 		allowed:         m.decisions.WithLabelValues(label, "allowed"),
@@ -198,6 +208,24 @@ func (m *Metrics) counters(policy string, err error) *counters {
 		m.n++
 	}
 	return c
+}
+
+// policyLabel returns the policy label value of the name policy: policy,
+// with each byte sequence that is not UTF-8 replaced by U+FFFD
+// (Prometheus refuses such a label value: WithLabelValues would panic),
+// cut to its first MaxPolicyLabel bytes, "..." included, if longer.
+func policyLabel(policy string) string {
+	if !utf8.ValidString(policy) {
+		policy = strings.ToValidUTF8(policy, "\uFFFD")
+	}
+	if len(policy) > MaxPolicyLabel {
+		n := MaxPolicyLabel - len("...")
+		for n > 0 && !utf8.RuneStart(policy[n]) {
+			n--
+		}
+		policy = policy[:n] + "..." // a copy: the label holds no long name
+	}
+	return policy
 }
 
 func errKind(err error) int {
