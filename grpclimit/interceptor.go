@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/clientkey"
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
@@ -126,7 +127,7 @@ func (in *Interceptor) allow(ctx context.Context, method string) (keyrate.Decisi
 	}
 	if err != nil {
 		if in.observer != nil {
-			in.observe(key, keyrate.DefaultPolicy, 0, false, err)
+			in.observe(key, keyrate.DefaultPolicy, 0, false, clientkey.Failed(err))
 		}
 		if errors.Is(err, ErrNoKey) {
 			return keyrate.Decision{}, status.Error(in.noKeyCode, err.Error())

@@ -10,7 +10,10 @@ import (
 // WithObserver makes the interceptors tell o of each call they decide
 // (see keyrate.Observer), with what only they know: Event.Shadow is set
 // under WithShadow, whose denials are let through, and a call without a
-// key is reported with Err wrapping ErrNoKey (and keyrate.ErrInvalidKey).
+// key is reported with Err wrapping ErrNoKey (and keyrate.ErrInvalidKey);
+// one the key function failed on (ErrNoPeer, ByFunc's error) with Err
+// wrapping both that error and keyrate.ErrInvalidKey, a failure to key it,
+// not the store's.
 // Give an observer to the interceptor or to the store
 // (keyrate.WithObserver), not both: each would report every call. The
 // default is none. A typed nil o makes New fail with an error.

@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,4 +67,22 @@ func TestObserverTypedNil(t *testing.T) {
 	var l *conformance.Recorder
 	_, err := grpclimit.New(store, grpclimit.WithObserver(l))
 	require.ErrorIs(t, err, keyrate.ErrInvalidOption)
+}
+
+// TestObserverKeyFailure: a call the key function fails on (a ByFunc
+// error) is reported as a key failure, with Err wrapping
+// keyrate.ErrInvalidKey as well as the key function's error, so that an
+// observer (keyrateprom) does not count it as a store's failure.
+func TestObserverKeyFailure(t *testing.T) {
+	errLookup := errors.New("lookup failed")
+	store, _ := newStore(t, keyrate.PerMinute(1))
+	var log conformance.Recorder
+	in, err := grpclimit.New(store, grpclimit.WithObserver(&log),
+		grpclimit.ByFunc(func(context.Context, string) (string, error) { return "", errLookup }))
+	require.NoError(t, err)
+	assert.Equal(t, codes.Internal, check(context.Background(), serve(t, in)).Code())
+	events := log.Take()
+	require.Len(t, events, 1)
+	assert.ErrorIs(t, events[0].Err, keyrate.ErrInvalidKey)
+	assert.ErrorIs(t, events[0].Err, errLookup)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/clientkey"
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
@@ -127,7 +128,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if m.observer != nil {
-			m.observe(key, nil, 0, "", false, err)
+			m.observe(key, nil, 0, "", false, clientkey.Failed(err))
 		}
 		switch {
 		case m.shadow:

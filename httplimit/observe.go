@@ -11,7 +11,9 @@ import (
 // (see keyrate.Observer), with what only it knows: Event.Shadow is set
 // under WithShadow, whose denials are let through, and a request without
 // a key is reported with Err wrapping ErrNoKey (and keyrate.ErrInvalidKey)
-// rather than being lost. Give an observer to the middleware or to the
+// rather than being lost; one the key function failed on (a client address
+// that does not parse, ByFunc's error) with Err wrapping both that error
+// and keyrate.ErrInvalidKey, a failure to key it, not the store's. Give an observer to the middleware or to the
 // store (keyrate.WithObserver), not both: each would report every request.
 // The default is none. A typed nil o makes New fail with an error.
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -83,5 +84,38 @@ func TestObserverTypedNil(t *testing.T) {
 	var l *conformance.Recorder
 	if _, err := New(lim, WithObserver(l)); !errors.Is(err, keyrate.ErrInvalidOption) {
 		t.Fatalf("WithObserver(a nil *conformance.Recorder): New returned %v, want ErrInvalidOption", err)
+	}
+}
+
+// TestObserverKeyFailure: a request the key function fails on (here a
+// client address that does not parse, and a ByFunc error) is reported as a
+// key failure, with Err wrapping keyrate.ErrInvalidKey as well as the
+// key function's error, so that an observer (keyrateprom) does not count
+// it as a store's failure; the response is the key failure's 500.
+func TestObserverKeyFailure(t *testing.T) {
+	errLookup := errors.New("lookup failed")
+	for name, tc := range map[string]struct {
+		opt  Option
+		want error
+	}{
+		"ByIP":   {nil, ErrBadAddress},
+		"ByFunc": {ByFunc(func(*http.Request) (string, error) { return "", errLookup }), errLookup},
+	} {
+		var log conformance.Recorder
+		h, _, served := newLimited(t, keyrate.PerMinute(1), tc.opt, WithObserver(&log))
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "not an address"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusInternalServerError || *served != 0 {
+			t.Errorf("%s: status %d, served %d; want 500, not served", name, w.Code, *served)
+		}
+		events := log.Take()
+		if len(events) != 1 {
+			t.Fatalf("%s: %d events, want 1: %+v", name, len(events), events)
+		}
+		if err := events[0].Err; !errors.Is(err, keyrate.ErrInvalidKey) || !errors.Is(err, tc.want) {
+			t.Errorf("%s: event error %v; want one wrapping keyrate.ErrInvalidKey and %v", name, err, tc.want)
+		}
 	}
 }

@@ -34,7 +34,8 @@
 //     rather than a decision, by kind: "store_full" (keyrate.ErrStoreFull),
 //     "unknown_policy", "invalid_cost" (keyrate.ErrInvalidCost and
 //     ErrCostExceedsBurst), "invalid_key" (keyrate.ErrInvalidKey: a
-//     middleware found no key, or redisbucket refused one), "canceled"
+//     middleware found no key or could not read one, or redisbucket
+//     refused one), "canceled"
 //     (the caller's context ended: context.Canceled or DeadlineExceeded),
 //     "unsupported" (keyrate.ErrUnsupportedAlgorithm: a Reserve or Wait
 //     under a policy whose algorithm cannot reserve, such as

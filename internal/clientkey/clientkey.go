@@ -2,7 +2,13 @@
 // the same way for every adapter (httplimit's ByIP, grpclimit's ByPeer).
 package clientkey
 
-import "net/netip"
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/wrap"
+)
 
 // DefaultIPv6Prefix is the prefix length by which IPv6 clients are grouped
 // unless configured otherwise: a /64 is the smallest block an ISP normally
@@ -26,4 +32,17 @@ func FromAddr(addr netip.Addr, v6bits int) string {
 		return addr.String()
 	}
 	return p.String()
+}
+
+// Failed returns err, an adapter's key function's failure to key a
+// request, as its observer reports it: err itself if it already wraps
+// keyrate.ErrInvalidKey (a request without a key), else err wrapped in
+// it, so that a request the adapter could not key (a client address that
+// does not parse, a key function's own error) counts as a key failure,
+// not as a store's.
+func Failed(err error) error {
+	if errors.Is(err, keyrate.ErrInvalidKey) {
+		return err
+	}
+	return wrap.Errorf("%w: %w", keyrate.ErrInvalidKey, err)
 }

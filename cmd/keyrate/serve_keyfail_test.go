@@ -12,11 +12,10 @@ import (
 // TestServeKeyFailureIsNotBackendError: a request the middleware cannot
 // key (here ByIP behind a trusted proxy range, with a forwarding header
 // that is not an address: httplimit.ErrBadAddress, answered 500) is not a
-// store failure. keyrateprom counts every error it does not recognise as
-// error="backend", documented as "a Redis error", so /metrics reported a
-// backend failure for a bad header: an alert on backend errors would page
-// for a misbehaving proxy or client. It must count under another kind
-// (invalid_key, as a request without a key is), and backend must stay 0.
+// store failure: /metrics counts it under error="invalid_key", as a
+// request without a key, and error="backend" (a Redis error) stays 0, so
+// that an alert on backend errors does not page for a misbehaving proxy or
+// client.
 func TestServeKeyFailureIsNotBackendError(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	c, err := parseServe([]string{"-trust", "127.0.0.0/8"}, io.Discard)
