@@ -140,6 +140,15 @@ func runReplay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "keyrate replay: unexpected argument %q (the input is read from stdin)\n", fs.Arg(0))
 		return 2
 	}
+	// A store that cannot carry the algorithm is the flags' fault, not
+	// the input's: say so before reading it.
+	probe := keyrate.Limit{Rate: 1, Per: time.Second}.Using(keyrate.Algorithm(alg))
+	if l, err := replayStores[store].new(probe); errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
+		fmt.Fprintf(stderr, "keyrate replay: -store %s cannot carry -algorithm %s: use -store mutex or striped\n", &store, &alg)
+		return 2
+	} else if c, ok := l.(io.Closer); ok && err == nil {
+		c.Close()
+	}
 
 	var out bytes.Buffer
 	if err := replay(stdin, keyrate.Algorithm(alg), replayStores[store].new, &out); err != nil {

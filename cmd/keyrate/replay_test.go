@@ -506,8 +506,8 @@ func TestReplayAlgorithms(t *testing.T) {
 		for _, store := range storeNames {
 			stdout, stderr, code := replayCmd(t, steps, "-algorithm", c.alg, "-store", store)
 			if c.alg == "sliding-log" && store == "atomic" {
-				if code != 2 || !strings.Contains(stderr, "unsupported algorithm") {
-					t.Errorf("-algorithm sliding-log -store atomic: (%q, %q, %d), want status 2 and the store's refusal", stdout, stderr, code)
+				if code != 2 || !strings.Contains(stderr, "-store atomic cannot carry -algorithm sliding-log") {
+					t.Errorf("-algorithm sliding-log -store atomic: (%q, %q, %d), want status 2 and the flags' refusal", stdout, stderr, code)
 				}
 				continue
 			}
@@ -537,7 +537,7 @@ func TestReplayAlgorithms(t *testing.T) {
 		{"3\n10\n1\nrequest a 0\n", "leaky-bucket", "invalid value \"leaky-bucket\" for flag -algorithm: want token-bucket, fixed-window, sliding-window or sliding-log"},
 		{"65537\n10\n0\n", "sliding-log", "line 2: capacity 65537 with window 10 cannot be represented"},
 	} {
-		stdout, stderr, code := replayCmd(t, c.input, "-algorithm", c.alg)
+		stdout, stderr, code := replayCmd(t, c.input, "-algorithm", c.alg, "-store", "mutex")
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("-algorithm %s on %q: (%q, %q, %d), want status 2 and one line with %q", c.alg, c.input, stdout, stderr, code, c.want)
 		}
@@ -600,4 +600,23 @@ func FuzzReplayLog(f *testing.F) {
 			t.Fatalf("sliding-log -store %s capacity %d window %d %v: got (%q, %q, %d), want %q", store, capacity, window, reqs, stdout, stderr, code, want)
 		}
 	})
+}
+
+// TestReplayStoreCannotCarryAlgorithm: -algorithm sliding-log with a store
+// that cannot carry it (atomic, the default) is a usage error naming both
+// flags and the stores that can, before any input is read, not an error
+// blamed on a line of the input.
+func TestReplayStoreCannotCarryAlgorithm(t *testing.T) {
+	for _, args := range [][]string{{"-algorithm", "sliding-log"}, {"-store", "atomic", "-algorithm", "sliding-log"}} {
+		out, errOut, code := replayCmd(t, "3\n60\n1\nrequest a 0\n", args...)
+		want := "keyrate replay: -store atomic cannot carry -algorithm sliding-log: use -store mutex or striped\n"
+		if code != 2 || out != "" || errOut != want {
+			t.Errorf("replay %q: code %d, stdout %q, stderr %q; want 2, nothing, %q", args, code, out, errOut, want)
+		}
+	}
+	for _, store := range []string{"mutex", "striped"} {
+		if out, errOut, code := replayCmd(t, "3\n60\n1\nrequest a 0\n", "-store", store, "-algorithm", "sliding-log"); code != 0 || out != "allow\n" {
+			t.Errorf("replay -store %s -algorithm sliding-log: code %d, stdout %q, stderr %q", store, code, out, errOut)
+		}
+	}
 }
