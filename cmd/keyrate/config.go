@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -123,7 +125,7 @@ func parsePolicies(name string, r io.Reader) (*policyFile, error) {
 			return nil, fail("%q is unlimited (line %d) and cannot also have windows", pname, f.lines[i])
 		}
 		if len(fields) < 3 || len(fields) > 4 {
-			return nil, fail("%d fields, want NAME RATE PER [BURST] or NAME unlimited", len(fields))
+			return nil, fail("%d %s, want NAME RATE PER [BURST] or NAME unlimited", len(fields), plural(len(fields), "field"))
 		}
 		l, err := parseWindow(fields[1:])
 		if err != nil {
@@ -178,6 +180,13 @@ func parseWindow(fields []string) (keyrate.Limit, error) {
 		return l, err
 	}
 	if l.Per, err = time.ParseDuration(fields[1]); err != nil {
+		switch {
+		case durationSyntax.MatchString(fields[1]):
+			// Well formed, so too long: ParseDuration says only "invalid".
+			return l, fmt.Errorf("per %q is out of range: at most %v", fields[1], time.Duration(math.MaxInt64))
+		case strings.Contains(err.Error(), "unknown unit"):
+			return l, fmt.Errorf("per %q: %s", fields[1], strings.TrimPrefix(err.Error(), "time: "))
+		}
 		return l, fmt.Errorf("per %q is not a duration such as 1s, 1m or 1h", fields[1])
 	}
 	l.Burst = l.Rate
@@ -190,6 +199,17 @@ func parseWindow(fields []string) (keyrate.Limit, error) {
 		return l, fmt.Errorf("%v: %w", l, err)
 	}
 	return l, nil
+}
+
+// durationSyntax matches what time.ParseDuration accepts when in range.
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// plural returns word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // parseCount parses s, the field what, as an int.
