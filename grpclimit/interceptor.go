@@ -79,8 +79,16 @@ func New(limiter keyrate.Limiter, opts ...Option) (*Interceptor, error) {
 }
 
 // Unary is a grpc.UnaryServerInterceptor: it decides the call and either
-// calls handler or returns the refusal's status error.
+// calls handler or returns the refusal's status error. Called other than
+// by gRPC, without info or handler, it returns a codes.Internal error and
+// decides nothing; a nil ctx is context.Background().
 func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info == nil || handler == nil {
+		return nil, status.Error(codes.Internal, "grpclimit: Unary called without its UnaryServerInfo or handler")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if err := in.decide(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
@@ -90,9 +98,17 @@ func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 // Stream is a grpc.StreamServerInterceptor: it decides the stream once,
 // when it starts, with the stream's context, and either calls handler or
 // returns the refusal's status error. Messages on an admitted stream are
-// not limited.
+// not limited. Called other than by gRPC, without ss, info or handler, it
+// returns a codes.Internal error and decides nothing.
 func (in *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := in.decide(ss.Context(), info.FullMethod); err != nil {
+	if ss == nil || info == nil || handler == nil {
+		return status.Error(codes.Internal, "grpclimit: Stream called without its ServerStream, StreamServerInfo or handler")
+	}
+	ctx := ss.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := in.decide(ctx, info.FullMethod); err != nil {
 		return err
 	}
 	return handler(srv, ss)
