@@ -442,7 +442,9 @@ func (s *Store) takeOnce(key string, h uint64, rs *rules.Rules, cost int, wait t
 // Before inserting, it examines sampled keys of sg and evicts those that
 // have been full for the grace period (any full one if the store is
 // full). A key under another policy is carried over to rs
-// (rules.Rules.Carry) into a new slot, and its old slot retired.
+// (rules.Rules.Carry) into a new slot, and its old slot retired; the
+// carry and the spend after it are made at a reading taken once the old
+// slot is retired, as carry's are, and no older than t.
 func (s *Store) locked(sg *casmap.Segment, key string, h uint64, rs *rules.Rules, t time.Duration, cost int, wait time.Duration) (st sweep.States, at time.Duration, denied int, full bool) {
 	sg.Lock()
 	defer sg.Unlock()
@@ -462,6 +464,7 @@ func (s *Store) locked(sg *casmap.Segment, key string, h uint64, rs *rules.Rules
 		}
 		ref = s.m.Find(sg, key, h) // Prepare may have rebuilt the table
 		old := s.m.Retire(sg, ref)
+		t = max(t, rs.Now()) // see carry
 		rs.Carry(from, old[:from.Len()], t, st[:n])
 		_, denied = rs.Reserve(st[:n], t, cost, wait)
 		s.m.Commit(sg, pd, st[:n])
@@ -826,8 +829,13 @@ func refund(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int) rules.St
 // lock. A key that is gone by then, or already under rs, is left alone.
 // It reports false, leaving the key in its old slot with its states, if
 // the segment cannot take the key under rs (casmap.Map.Prepare).
+//
+// The states are carried at a reading taken once the old slot is retired,
+// so that no spend from it holds a later one: a carry at an older reading
+// would count the debt of a spend made after it from that reading, and a
+// key moved to a faster rate would repay it early (rules.Rules.Carry
+// carries the debt at the reading it is given).
 func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules) bool {
-	t := rs.Now()
 	sg.Lock()
 	defer sg.Unlock()
 	ref := s.m.Find(sg, key, h)
@@ -843,6 +851,7 @@ func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules)
 	var st sweep.States
 	n := rs.Len()
 	old := s.m.Retire(sg, ref)
+	t := rs.Now()
 	rs.Carry(from, old[:from.Len()], t, st[:n])
 	s.m.Commit(sg, pd, st[:n])
 	return true

@@ -116,7 +116,7 @@ func (t *table) take(s *Store, key string, h uint64, rs *rules.Rules, now time.D
 	}
 	defer sp.mu.Unlock()
 	n := rs.Len()
-	if !sp.load(i, rs, now, st[:n]) {
+	if now, found = sp.load(i, rs, now, st[:n]); !found {
 		return st, now, 0, true
 	}
 	if l := sp.m.Log(i); l != nil { // a SlidingLog policy: its log decides (it never waits)
@@ -130,18 +130,23 @@ func (t *table) take(s *Store, key string, h uint64, rs *rules.Rules, now time.D
 
 // load loads the states of the key in slot i, under rs at reading now,
 // into s, carrying a key under another policy over to rs first
-// (rules.Rules.Carry) and storing it so; it reports false, loading
-// nothing, if the carried key does not fit the stripe's table.
-func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.State) bool {
+// (rules.Rules.Carry) and storing it so; it returns the reading to decide
+// at, and reports false, loading nothing, if the carried key does not fit
+// the stripe's table. A carry reads the clock again, under the stripe's
+// lock: now may predate the key's last spend, and a carry at it would
+// count that spend's debt from before it was made (a key moved to a
+// faster rate would then repay it early).
+func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.State) (time.Duration, bool) {
 	from := sp.m.Rules(i)
 	if from == rs {
 		sp.m.Load(i, s)
-		return true
+		return now, true
 	}
+	now = max(now, rs.Now())
 	var old sweep.States
 	sp.m.Load(i, old[:from.Len()])
 	rs.Carry(from, old[:from.Len()], now, s)
-	return sp.m.SetRules(i, rs, s)
+	return now, sp.m.SetRules(i, rs, s)
 }
 
 // takeOne is the hot path of a spend, or of a reservation within wait
@@ -194,7 +199,10 @@ func (t *table) refund(key string, h uint64, rs *rules.Rules, now time.Duration,
 	i, found := sp.m.Find(key, h)
 	var s sweep.States
 	n := rs.Len()
-	if !found || !sp.load(i, rs, now, s[:n]) || s[0] >= sweep.Fresh {
+	if !found {
+		return
+	}
+	if now, found = sp.load(i, rs, now, s[:n]); !found || s[0] >= sweep.Fresh {
 		return
 	}
 	if l := sp.m.Log(i); l != nil {

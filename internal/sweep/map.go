@@ -206,7 +206,10 @@ func replace[K comparable, B Bucket](m *Map[B], tab *xsync.MapOf[K, B], k K, b B
 		if !ok || fresh {
 			return m.fresh(rs, nil), false // the slot stays this key's
 		}
-		rs.Carry(from, s[:from.Len()], t, into[:rs.Len()])
+		// Carried at a reading no older than the bucket's last spend,
+		// which Retire follows: at an older one a key moved to a faster
+		// rate would repay that spend's debt early.
+		rs.Carry(from, s[:from.Len()], max(t, m.pols.Now()), into[:rs.Len()])
 		return m.fresh(rs, into[:rs.Len()]), false
 	})
 }

@@ -1,0 +1,87 @@
+package conformance_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/conformance"
+)
+
+// slowFast are two tiers of one burst, the second refilling twice as
+// fast: 10 a second (a token every 100ms) and 20 a second (every 50ms),
+// both with a burst of 10. Neither lets a key spend more than 10 at one
+// instant, and no move between them may either: a move carries the
+// tokens spent and not yet refilled whole.
+var slowFast = []keyrate.Policy{
+	{Name: "slow", Limits: []keyrate.Limit{{Rate: 10, Per: time.Second, Burst: 10}}},
+	{Name: "fast", Limits: []keyrate.Limit{{Rate: 20, Per: time.Second, Burst: 10}}},
+}
+
+// A key's state carried to a faster token bucket at a stale reading (one
+// taken before the state's last spend) would mint tokens: Rule.Carry
+// measures the debt from the reading, TAT − t, and converts it at the new
+// rate from t, so TAT' = t + (TAT − t)·I'/I, which for I' < I grows with
+// t: the older the reading, the earlier the new bucket is full, the spend
+// that followed the reading back-dated to it and repaid at the fast rate.
+// So every store carries at a reading taken after the key's old state is
+// retired (review7's bug 1, fixed).
+//
+// Here a goroutine reads the clock for a request under "fast" (the key's
+// new tier) and is held up for a second (HookClock runs the rest of the
+// interleaving right after that reading); meanwhile the key spends its 10
+// under "slow". The held-up request then carries the key over at its
+// reading, a second before that spend: 20 slow tokens owed from then,
+// which at the fast rate are repaid by the instant of the spend. At that
+// same instant the key spends 10 more: 20 at one instant, twice the burst
+// of either tier. Carried at a fresh reading (or at the reading of the
+// spend) the key would owe 10 fast tokens and be denied.
+//
+// mutexbucket (Map.Take reads t before Replace's Compute loads the bucket)
+// and atomicbucket (Store.locked carries under the segment's lock at the
+// reading takeOnce took before it); striped reads the clock under its
+// stripe's lock, and is held to the same here.
+func TestCarryAtStaleReadingMintsNothing(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			clk := conformance.NewHookClock(time.Hour)
+			l, err := st.new(keyrate.PerSecond(1), keyrate.WithClock(clk), keyrate.WithPolicies(slowFast...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := l.(keyrate.PolicyLimiter)
+			slow, _ := ps.Tier("slow")
+			fast, _ := ps.Tier("fast")
+			if d, err := ps.AllowTier("k", slow, 1); err != nil || !d.Allowed { // the key is under "slow"
+				t.Fatalf("first request: %+v, %v", d, err)
+			}
+			clk.Advance(time.Hour) // full again
+			var spent keyrate.Decision
+			hold := func() {
+				clk.Advance(time.Second) // the request below is held up a second after its reading
+				spent, _ = ps.AllowTier("k", slow, 10)
+			}
+			if st.name == "striped" { // its hot path reads the clock first, and its slow path again
+				clk.AtNextReading(func() { clk.AtNextReading(hold) })
+			} else {
+				clk.AtNextReading(hold)
+			}
+			moved, _ := ps.AllowTier("k", fast, 1) // moves the key to "fast", at its (stale) reading
+			if !clk.Fired() || !spent.Allowed {
+				t.Fatalf("the interleaving did not run as planned (fired %v, the spend of 10 under slow: %+v)", clk.Fired(), spent)
+			}
+			admitted := 10
+			if moved.Allowed { // decided at a later reading, the instant of the spend
+				admitted++
+			}
+			for range 10 {
+				if d, err := ps.AllowTier("k", fast, 1); err == nil && d.Allowed {
+					admitted++
+				}
+			}
+			if admitted > 10 {
+				t.Fatalf("the key spent %d at one instant (10 under slow, %d under fast), above either tier's burst of 10", admitted, admitted-10)
+			}
+		})
+	}
+}
