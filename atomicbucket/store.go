@@ -830,12 +830,14 @@ func refund(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int) rules.St
 // It reports false, leaving the key in its old slot with its states, if
 // the segment cannot take the key under rs (casmap.Map.Prepare).
 //
-// The states are carried at a reading taken once the old slot is retired,
-// so that no spend from it holds a later one: a carry at an older reading
-// would count the debt of a spend made after it from that reading, and a
-// key moved to a faster rate would repay it early (rules.Rules.Carry
-// carries the debt at the reading it is given).
+// The states are carried at a reading taken once the old slot is retired
+// (and no earlier than the call's first, taken before the lock), so that
+// no spend from it holds a later one: a carry at an older reading would
+// count the debt of a spend made after it from that reading, and a key
+// moved to a faster rate would repay it early (rules.Rules.Carry carries
+// the debt at the reading it is given).
 func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules) bool {
+	t := rs.Now()
 	sg.Lock()
 	defer sg.Unlock()
 	ref := s.m.Find(sg, key, h)
@@ -851,8 +853,7 @@ func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules)
 	var st sweep.States
 	n := rs.Len()
 	old := s.m.Retire(sg, ref)
-	t := rs.Now()
-	rs.Carry(from, old[:from.Len()], t, st[:n])
+	rs.Carry(from, old[:from.Len()], max(t, rs.Now()), st[:n])
 	s.m.Commit(sg, pd, st[:n])
 	return true
 }

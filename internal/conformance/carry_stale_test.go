@@ -85,3 +85,49 @@ func TestCarryAtStaleReadingMintsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundCarryAtStaleReadingMintsNothing is
+// TestCarryAtStaleReadingMintsNothing for a carry made by a refund: a
+// RefundTier of 1 under "fast", held up a second after its reading while
+// the key spends its burst under "slow", carries the key over. It may give
+// back the 1 token it refunds, and nothing more: carried at its reading it
+// found the key full under "fast" at the instant of the spend, and the key
+// spent 10 more.
+func TestRefundCarryAtStaleReadingMintsNothing(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			clk := conformance.NewHookClock(time.Hour)
+			l, err := st.new(keyrate.PerSecond(1), keyrate.WithClock(clk), keyrate.WithPolicies(slowFast...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := l.(keyrate.PolicyLimiter)
+			slow, _ := ps.Tier("slow")
+			fast, _ := ps.Tier("fast")
+			if d, err := ps.AllowTier("k", slow, 1); err != nil || !d.Allowed {
+				t.Fatalf("first request: %+v, %v", d, err)
+			}
+			clk.Advance(time.Hour)
+			var spent keyrate.Decision
+			clk.AtNextReading(func() {
+				clk.Advance(time.Second)
+				spent, _ = ps.AllowTier("k", slow, 10)
+			})
+			if err := ps.RefundTier("k", fast, 1); err != nil {
+				t.Fatal(err)
+			}
+			if !clk.Fired() || !spent.Allowed {
+				t.Fatalf("the interleaving did not run as planned (fired %v, the spend of 10 under slow: %+v)", clk.Fired(), spent)
+			}
+			admitted := 0
+			for range 10 {
+				if d, err := ps.AllowTier("k", fast, 1); err == nil && d.Allowed {
+					admitted++
+				}
+			}
+			if admitted > 1 {
+				t.Fatalf("after spending its burst of 10 and a refund of 1 the key spent %d more at the same instant", admitted)
+			}
+		})
+	}
+}
