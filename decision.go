@@ -13,10 +13,10 @@ type Decision struct {
 	// Policy is the name of the policy the decision was made under:
 	// DefaultPolicy for a store's default, or a name given to WithPolicies.
 	Policy string
-	// Window is the index, in the policy's Limits, of the window Limit and
-	// Remaining describe: the window that denied the request (the first,
-	// if several did), or, when it was allowed, the one with the fewest
-	// tokens left (the first of those). It is 0 for a one-window policy.
+	// Window is the index, in the policy's Limits, of the window Limit,
+	// Remaining and WindowResetAfter describe: the one with the fewest
+	// tokens left (the first of those), which, when the request was
+	// denied, is one that denied it. It is 0 for a one-window policy.
 	Window int
 	// Limit is the limit of that window. It is the zero Limit under an
 	// unlimited policy.

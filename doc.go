@@ -144,7 +144,15 @@
 // Take never moves TAT backwards. A goroutine holding a stale reading of
 // now (it read the clock, then lost a race) sees a larger max(0, TAT − now)
 // and so fewer tokens, never more; a clock stepped backwards likewise only
-// denies more until it catches up.
+// denies more until it catches up. One exception, which only a clock that
+// steps back can reach (clock.System and clock.NewCoarse never do; a clock
+// given to WithClock might): a key's state is carried to a changed policy
+// at the reading of the request that finds the change (see PolicyLimiter),
+// and carried at a reading earlier than the key's last spend, its spent
+// tokens are counted from that reading; under a faster new rate they are
+// then repaid early, so the key can get up to its new Burst more, once.
+// The stores take that reading once the old state can no longer change, so
+// a goroutine holding a stale reading of a monotonic clock cannot do this.
 //
 // A window algorithm's state packs the window index above its counts
 // (the current window's, and for the sliding window the previous one's),

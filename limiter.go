@@ -47,7 +47,9 @@ type Limiter interface {
 // downgraded to 50 a minute, it owes 10 and waits 12s for its next token.
 // Since spent tokens are carried whole, no sequence of changes or tier
 // moves hands a key tokens it has not refilled (windows matched by
-// position; a window dropped and added back starts full).
+// position; a window dropped and added back starts full), unless the
+// clock steps back across a change (see "Time never mints tokens" in the
+// package documentation).
 type PolicyLimiter interface {
 	Limiter
 

@@ -131,3 +131,41 @@ func TestRefundCarryAtStaleReadingMintsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestClockBackAcrossCarryBounded: the one way time can mint tokens, which
+// the package documentation states ("Time never mints tokens"), stays
+// within its bound. A key carried to a faster token bucket at a reading
+// older than its last spend counts the spent tokens from that reading, and
+// the stores take that reading once the old state is retired, so only a
+// clock stepped back reaches it. A key that spent its burst of 10 under a
+// slow default, carried to a faster one at a reading a second before that
+// spend, may spend again at the instant of the first, but at most the new
+// Burst, 10: once, not again after.
+func TestClockBackAcrossCarryBounded(t *testing.T) {
+	for i, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			l, clk := windowStore(t, i, slowFast[0].Limits[0])
+			clk.Set(1500 * time.Millisecond)
+			if d, _ := l.AllowN("k", 10); !d.Allowed {
+				t.Fatal("burst denied")
+			}
+			if err := l.SetPolicy(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: slowFast[1].Limits}); err != nil {
+				t.Fatal(err)
+			}
+			clk.Set(500 * time.Millisecond) // stepped back a second
+			if d, _ := l.AllowN("k", 1); d.Allowed {
+				t.Fatal("allowed at a reading a second before the burst was spent")
+			}
+			clk.Set(1500 * time.Millisecond) // the instant of the burst again
+			admitted := 0
+			for range 30 {
+				if d, _ := l.AllowN("k", 1); d.Allowed {
+					admitted++
+				}
+			}
+			if admitted > 10 {
+				t.Fatalf("at the instant its burst of 10 was spent the key spent %d more, above the new Burst of 10", admitted)
+			}
+		})
+	}
+}

@@ -276,11 +276,11 @@ func (rs *Rules) Decide(s []State, t time.Duration, cost int, denied int) keyrat
 		if !d.Allowed {
 			d.RetryAfter = max(d.RetryAfter, r.retryAt(s[i], now, cost))
 		}
-		if i == denied || (denied < 0 && (d.Window < 0 || rem < d.Remaining)) {
-			d.Window, d.WindowResetAfter = i, reset
-		}
-		if i == 0 || rem < d.Remaining {
-			d.Remaining = rem
+		// The window with the fewest tokens: on a denial, one that
+		// denied (a window that denied holds less than the cost, and
+		// this one no more than it).
+		if d.Window < 0 || rem < d.Remaining {
+			d.Window, d.WindowResetAfter, d.Remaining = i, reset, rem
 		}
 	}
 	d.Limit = rs.policy.Limits[d.Window]

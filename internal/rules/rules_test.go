@@ -213,8 +213,11 @@ func (b *refBucket) decide(cost int, spend bool) (keyrate.Decision, int) {
 			d.RetryAfter = max(d.RetryAfter, w.wait(cost))
 		}
 	}
-	if d.Allowed { // the first window with the fewest whole tokens
-		d.Window = slices.IndexFunc(b.w, func(w *refWindow) bool { return w.whole() == d.Remaining })
+	// The first window with the fewest whole tokens: on a denial, one that
+	// denied.
+	d.Window = slices.IndexFunc(b.w, func(w *refWindow) bool { return w.whole() == d.Remaining })
+	if !d.Allowed && b.w[d.Window].holds(cost) {
+		panic(fmt.Sprintf("window %d has the fewest tokens and did not deny cost %d", d.Window, cost))
 	}
 	d.Limit = b.policy.Limits[d.Window]
 	d.WindowResetAfter = b.w[d.Window].toFull()
@@ -516,20 +519,20 @@ func (r *refRun) take(cost int) {
 		r.fatalf("a denied Take changed the states: %v -> %v", before, r.s)
 	}
 	want, _ := r.ref.decide(cost, denied < 0)
-	r.checkBound("Decide", got, want, denied)
+	r.checkBound("Decide", got, want, denied, cost)
 }
 
-// checkBound checks a Decision from windows not all compared exactly
-// against the reference's, which holds at least as many tokens in every
-// window.
-func (r *refRun) checkBound(what string, got, ref keyrate.Decision, denied int) {
+// checkBound checks a Decision for cost from windows not all compared
+// exactly against the reference's, which holds at least as many tokens in
+// every window; denied is the first window that denied, or -1.
+func (r *refRun) checkBound(what string, got, ref keyrate.Decision, denied, cost int) {
 	r.t.Helper()
 	p := r.rs.Policy()
 	switch {
 	case got.Policy != p.Name || got.Allowed != (denied < 0):
 		r.fatalf("%s = %s, want policy %q, allowed %v", what, fmtDecision(got), p.Name, denied < 0)
-	case denied >= 0 && (got.Window != denied || got.RetryAfter <= 0):
-		r.fatalf("%s = %s, want window %d (the first to deny) and a RetryAfter", what, fmtDecision(got), denied)
+	case denied >= 0 && (got.Remaining >= cost || got.RetryAfter <= 0):
+		r.fatalf("%s = %s, want a window that denies cost %d (window %d does) and a RetryAfter", what, fmtDecision(got), cost, denied)
 	case denied < 0 && got.RetryAfter != 0:
 		r.fatalf("%s = %s: allowed with a RetryAfter", what, fmtDecision(got))
 	case got.Window < 0 || got.Window >= len(p.Limits) || got.Limit != p.Limits[got.Window]:
@@ -571,7 +574,7 @@ func (r *refRun) peek() {
 	if denied < 0 && refDenied >= 0 {
 		r.fatalf("Peek = %s; the reference denies a cost-1 request: %s", fmtDecision(got), fmtDecision(want))
 	}
-	r.checkBound("Peek", got, want, denied)
+	r.checkBound("Peek", got, want, denied, 1)
 }
 
 func (r *refRun) carry(to *rules.Rules) {
@@ -923,9 +926,11 @@ func TestRulesTwoWindows(t *testing.T) {
 		{at: 3 * time.Second, op: opTake, cost: 1, want: stepAllow(1, 0, time.Minute, time.Minute)},
 		// Window 0 holds 9, window 1 none: a cost of 2 waits 6s for window 1.
 		{at: 3 * time.Second, op: opTake, cost: 2, want: stepDeny(1, 0, 6*time.Second, time.Minute, time.Minute)},
-		// Both deny a cost of 10: Window is the first (window 0, 100ms
-		// from holding 10), RetryAfter the longest wait (window 1's 30s).
-		{at: 3 * time.Second, op: opTake, cost: 10, want: stepDeny(0, 0, 30*time.Second, time.Minute, 100*ms)},
+		// Both deny a cost of 10: Window is the one with the fewest tokens
+		// (window 1, none, to window 0's 9), so that Limit, Remaining and
+		// WindowResetAfter describe one window; RetryAfter is the longest
+		// wait (window 1's 30s).
+		{at: 3 * time.Second, op: opTake, cost: 10, want: stepDeny(1, 0, 30*time.Second, time.Minute, time.Minute)},
 		// A minute later both are full.
 		{at: 63 * time.Second, op: opPeek, want: stepAllow(0, 10, 0, 0)},
 	})
