@@ -150,7 +150,8 @@
 // at the reading of the request that finds the change (see PolicyLimiter),
 // and carried at a reading earlier than the key's last spend, its spent
 // tokens are counted from that reading; under a faster new rate they are
-// then repaid early, so the key can get up to its new Burst more, once.
+// then repaid early, so the key can get up to its new Burst more at each
+// such change.
 // The stores take that reading once the old state can no longer change, so
 // a goroutine holding a stale reading of a monotonic clock cannot do this.
 //

@@ -140,7 +140,7 @@ func TestRefundCarryAtStaleReadingMintsNothing(t *testing.T) {
 // clock stepped back reaches it. A key that spent its burst of 10 under a
 // slow default, carried to a faster one at a reading a second before that
 // spend, may spend again at the instant of the first, but at most the new
-// Burst, 10: once, not again after.
+// Burst, 10.
 func TestClockBackAcrossCarryBounded(t *testing.T) {
 	for i, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
