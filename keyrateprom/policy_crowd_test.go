@@ -2,14 +2,11 @@ package keyrateprom_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/keyrateprom"
 )
 
@@ -21,17 +18,7 @@ import (
 // the store answers with ErrUnknownPolicy, take at most MaxUnknownPolicies
 // of the MaxPolicies labels.
 func TestUnknownNamesCannotCrowdOutPolicies(t *testing.T) {
-	m := keyrateprom.New("api")
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
-	store, err := atomicbucket.New(keyrate.PerMinute(10), keyrate.WithObserver(m),
-		keyrate.WithPolicies(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(100)}}),
-		keyrate.WithPolicyFunc(func(key string) string {
-			tier, _, _ := strings.Cut(key, ":")
-			return tier
-		}))
-	require.NoError(t, err)
-	defer store.Close()
+	reg, store := keyTierStore(t, keyrate.PerMinute(10), keyrate.WithPolicies(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerMinute(100)}}))
 
 	for i := range keyrateprom.MaxPolicies {
 		_, err := store.AllowN(fmt.Sprintf("made-up-%d:mallory", i), 1)

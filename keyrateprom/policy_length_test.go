@@ -5,11 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/keyrateprom"
 )
 
@@ -20,16 +18,7 @@ import (
 // policy (13) carries the name in each scrape: unbounded, 32 requests with
 // 1 MiB keys would make every scrape about 400 MiB of text.
 func TestPolicyLabelLength(t *testing.T) {
-	m := keyrateprom.New("api")
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
-	store, err := atomicbucket.New(keyrate.PerMinute(10), keyrate.WithObserver(m),
-		keyrate.WithPolicyFunc(func(key string) string {
-			tier, _, _ := strings.Cut(key, ":")
-			return tier
-		}))
-	require.NoError(t, err)
-	defer store.Close()
+	reg, store := keyTierStore(t, keyrate.PerMinute(10))
 
 	long := strings.Repeat("t", 1<<20)
 	for i := range 4 {

@@ -1,15 +1,11 @@
 package keyrateprom_test
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/atomicbucket"
-	"github.com/keyrate/keyrate/keyrateprom"
 )
 
 // TestPolicyNameNotUTF8: a policy name that is not valid UTF-8 reaches
@@ -20,19 +16,11 @@ import (
 // counted under the name with U+FFFD for the bad byte, and the registry
 // still gathers.
 func TestPolicyNameNotUTF8(t *testing.T) {
-	m := keyrateprom.New("api")
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
-	store, err := atomicbucket.New(keyrate.PerMinute(1), keyrate.WithObserver(m),
-		keyrate.WithPolicyFunc(func(key string) string {
-			tier, _, _ := strings.Cut(key, ":")
-			return tier
-		}))
-	require.NoError(t, err)
-	defer store.Close()
+	reg, store := keyTierStore(t, keyrate.PerMinute(1))
 
 	var (
 		d        keyrate.Decision
+		err      error
 		panicked any
 	)
 	func() {
