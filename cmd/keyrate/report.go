@@ -67,6 +67,10 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "keyrate report: %v\n", err)
 			return 2
 		}
+		if n := len(s.Warnings); n > 0 { // the report lists them all
+			fmt.Fprintf(stderr, "keyrate report: %s: skipped %d %s (see the report's \"Lines skipped\"), the first: %s\n",
+				path, n, plural(n, "line"), s.Warnings[0])
+		}
 		sets = append(sets, s)
 	}
 	if err := report.Write(*out, sets...); err != nil {
