@@ -18,6 +18,25 @@ var slowFast = []keyrate.Policy{
 	{Name: "fast", Limits: []keyrate.Limit{{Rate: 20, Per: time.Second, Burst: 10}}},
 }
 
+// slowFastKey returns a store made by newStore with the slowFast tiers on
+// a hook clock at 1h, its key "k" put under "slow" by one request, and the
+// two tiers.
+func slowFastKey(t *testing.T, newStore func(keyrate.Limit, ...keyrate.Option) (keyrate.Limiter, error)) (keyrate.PolicyLimiter, *conformance.HookClock, keyrate.Tier, keyrate.Tier) {
+	t.Helper()
+	clk := conformance.NewHookClock(time.Hour)
+	l, err := newStore(keyrate.PerSecond(1), keyrate.WithClock(clk), keyrate.WithPolicies(slowFast...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := l.(keyrate.PolicyLimiter)
+	slow, _ := ps.Tier("slow")
+	fast, _ := ps.Tier("fast")
+	if d, err := ps.AllowTier("k", slow, 1); err != nil || !d.Allowed {
+		t.Fatalf("first request: %+v, %v", d, err)
+	}
+	return ps, clk, slow, fast
+}
+
 // A key's state carried to a faster token bucket at a stale reading (one
 // taken before the state's last spend) would mint tokens: Rule.Carry
 // measures the debt from the reading, TAT − t, and converts it at the new
@@ -44,17 +63,7 @@ var slowFast = []keyrate.Policy{
 func TestCarryAtStaleReadingMintsNothing(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
-			clk := conformance.NewHookClock(time.Hour)
-			l, err := st.new(keyrate.PerSecond(1), keyrate.WithClock(clk), keyrate.WithPolicies(slowFast...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ps := l.(keyrate.PolicyLimiter)
-			slow, _ := ps.Tier("slow")
-			fast, _ := ps.Tier("fast")
-			if d, err := ps.AllowTier("k", slow, 1); err != nil || !d.Allowed { // the key is under "slow"
-				t.Fatalf("first request: %+v, %v", d, err)
-			}
+			ps, clk, slow, fast := slowFastKey(t, st.new)
 			clk.Advance(time.Hour) // full again
 			var spent keyrate.Decision
 			hold := func() {
@@ -96,17 +105,7 @@ func TestCarryAtStaleReadingMintsNothing(t *testing.T) {
 func TestRefundCarryAtStaleReadingMintsNothing(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
-			clk := conformance.NewHookClock(time.Hour)
-			l, err := st.new(keyrate.PerSecond(1), keyrate.WithClock(clk), keyrate.WithPolicies(slowFast...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ps := l.(keyrate.PolicyLimiter)
-			slow, _ := ps.Tier("slow")
-			fast, _ := ps.Tier("fast")
-			if d, err := ps.AllowTier("k", slow, 1); err != nil || !d.Allowed {
-				t.Fatalf("first request: %+v, %v", d, err)
-			}
+			ps, clk, slow, fast := slowFastKey(t, st.new)
 			clk.Advance(time.Hour)
 			var spent keyrate.Decision
 			clk.AtNextReading(func() {
