@@ -48,14 +48,17 @@
 //     error="backend".
 //   - keyrate_keys: keys tracked now; keyrate_evictions_total: buckets
 //     evicted; keyrate_refused_total: new keys refused at WithMaxKeys's cap.
-//     These three come from the watched stores' Stats, read at each scrape,
-//     and exist only for a Metrics that watches one.
+//     These three come from the watched store's Stats, read at each scrape,
+//     and exist only for a Metrics that watches one. The two counters count
+//     from the Watch call on, and carry over when a later Watch replaces
+//     the store, so that they never go backwards (see Watch).
 //
 // The policy label is bounded by the policies a store has, plus the names
 // asked for that it lacks (keyrate_errors_total{error="unknown_policy"});
 // Metrics keeps at most MaxPolicies policy label values and counts any
 // further name as "other", so a client that picks its own tier name cannot
-// grow the registry without bound. Names the store lacks take at most
+// grow the registry without bound (a policy of the store's that is itself
+// named "other" shares that label). Names the store lacks take at most
 // MaxUnknownPolicies of them, so that such a client cannot crowd the
 // store's own policies out of their labels either. A name that is not
 // valid UTF-8, which Prometheus refuses as a label value, is labelled with

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,13 +46,19 @@ type Metrics struct {
 	errs      *prometheus.CounterVec // policy, error
 	degraded  *prometheus.CounterVec // policy, decision
 
-	keys, evictions, refused *prometheus.Desc
+	keysDesc, evictionsDesc, refusedDesc *prometheus.Desc
 
 	policies *xsync.MapOf[string, *counters]
 	mu       sync.Mutex // serialises adding a policy
 	n        int        // policies added, under mu
 
-	watched atomic.Pointer[watched]
+	// watchMu guards the watched store and the totals its Stats add to.
+	watchMu sync.Mutex
+	watched *watched
+	// evictions and refusals are keyrate_evictions_total's and
+	// keyrate_refused_total's values: what the stores watched so far
+	// counted while they were watched.
+	evictions, refusals uint64
 }
 
 // Stater is what Watch reads at each scrape: the in-process stores (every
@@ -62,7 +67,30 @@ type Stater interface {
 	Stats() keyrate.Stats
 }
 
-type watched struct{ s Stater }
+// watched is the store a Metrics watches, and its Stats counts as last
+// read, from which the next reading's increase is counted.
+type watched struct {
+	s                Stater
+	evicted, refused uint64
+}
+
+// add adds to the Metrics' totals what st counts beyond w's last
+// reading, and makes st the last reading. A count below the last (a
+// Stater whose counts restarted) is all new.
+func (m *Metrics) add(w *watched, st keyrate.Stats) {
+	m.evictions += increase(st.Evictions, &w.evicted)
+	m.refusals += increase(st.Refused, &w.refused)
+}
+
+// increase returns what now counts beyond *last, and sets *last to now.
+func increase(now uint64, last *uint64) uint64 {
+	d := now - *last
+	if now < *last {
+		d = now
+	}
+	*last = now
+	return d
+}
 
 // error kinds, the values of keyrate_errors_total's error label.
 const (
@@ -107,11 +135,11 @@ func New(name string) *Metrics {
 			"Calls that ended in an error instead of a decision, by policy and kind.", "policy", "error"),
 		degraded: counter("degraded_total",
 			"Decisions a failure policy made instead of the store, by policy and decision.", "policy", "decision"),
-		keys: prometheus.NewDesc("keyrate_keys",
+		keysDesc: prometheus.NewDesc("keyrate_keys",
 			"Keys the store tracks now.", nil, cl),
-		evictions: prometheus.NewDesc("keyrate_evictions_total",
+		evictionsDesc: prometheus.NewDesc("keyrate_evictions_total",
 			"Buckets the store evicted because they were full.", nil, cl),
-		refused: prometheus.NewDesc("keyrate_refused_total",
+		refusedDesc: prometheus.NewDesc("keyrate_refused_total",
 			"New keys the store refused because it tracked its maximum.", nil, cl),
 		policies: xsync.NewMapOf[string, *counters](),
 	}
@@ -122,14 +150,27 @@ func New(name string) *Metrics {
 // the store watched; a nil s stops watching. A typed nil (such as a nil
 // *atomicbucket.Store), whose Stats would panic at the scrape, is refused
 // with an error and changes nothing.
+//
+// The two counters count what the stores did while they were watched,
+// from the Watch call on: they start at 0 in a new Metrics, a store
+// watched later adds its evictions and refusals from then, and one
+// replaced by a later Watch (or by nil) keeps what it added, read once
+// more at the switch. So neither counter ever goes backwards, as
+// Prometheus requires of a counter, and a store watched twice is not
+// counted twice.
 func (m *Metrics) Watch(s Stater) error {
-	switch {
-	case s == nil:
-		m.watched.Store(nil)
-	case isnil.Is(s):
+	if s != nil && isnil.Is(s) {
 		return fmt.Errorf("keyrateprom: Watch: a nil %T", s)
-	default:
-		m.watched.Store(&watched{s: s})
+	}
+	m.watchMu.Lock()
+	defer m.watchMu.Unlock()
+	if w := m.watched; w != nil {
+		m.add(w, w.s.Stats())
+	}
+	m.watched = nil
+	if s != nil {
+		st := s.Stats()
+		m.watched = &watched{s: s, evicted: st.Evictions, refused: st.Refused}
 	}
 	return nil
 }
@@ -254,9 +295,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.cost.Describe(ch)
 	m.errs.Describe(ch)
 	m.degraded.Describe(ch)
-	ch <- m.keys
-	ch <- m.evictions
-	ch <- m.refused
+	ch <- m.keysDesc
+	ch <- m.evictionsDesc
+	ch <- m.refusedDesc
 }
 
 // Collect is the prometheus.Collector method.
@@ -266,11 +307,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.cost.Collect(ch)
 	m.errs.Collect(ch)
 	m.degraded.Collect(ch)
-	if w := m.watched.Load(); w != nil {
+	m.watchMu.Lock()
+	defer m.watchMu.Unlock()
+	if w := m.watched; w != nil {
 		st := w.s.Stats()
-		ch <- prometheus.MustNewConstMetric(m.keys, prometheus.GaugeValue, float64(st.Keys))
-		ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(st.Evictions))
-		ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(st.Refused))
+		m.add(w, st)
+		ch <- prometheus.MustNewConstMetric(m.keysDesc, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(m.evictionsDesc, prometheus.CounterValue, float64(m.evictions))
+		ch <- prometheus.MustNewConstMetric(m.refusedDesc, prometheus.CounterValue, float64(m.refusals))
 	}
 }
 
