@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +22,9 @@ const policiesHelp = `The file -policies names holds one window of a policy (tie
 	NAME RATE PER [BURST]   RATE tokens every PER, up to BURST (default RATE)
 	NAME unlimited          a policy that admits every request
 
-The lines of one NAME are its windows, in order (at most 8), enforced
-together: a request is allowed only if every window holds its cost. NAME
+The lines of one NAME are its windows, in order (at most 8, no two the
+same), enforced together: a request is allowed only if every window holds
+its cost. NAME
 is 1 to 64 letters, digits, '-', '_' or '.'; "default" replaces the
 policy of -rate, -per and -burst. PER is a Go duration such as 1s, 1m or
 1h. Fields are separated by spaces or tabs; blank lines and lines that
@@ -94,6 +96,7 @@ func parsePolicies(name string, r io.Reader) (*policyFile, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 256), maxPolicyLine)
 	line := 0
+	windowLines := map[int][]int{} // the line of each window, by policy
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%s:%d: %s", name, line, fmt.Sprintf(format, args...))
 	}
@@ -131,10 +134,14 @@ func parsePolicies(name string, r io.Reader) (*policyFile, error) {
 		if err != nil {
 			return nil, fail("%v", err)
 		}
+		if j := slices.Index(p.Limits, l); j >= 0 {
+			return nil, fail("%q has this window already, on line %d", pname, windowLines[i][j])
+		}
 		if len(p.Limits) == keyrate.MaxLimits {
 			return nil, fail("%q has more than %d windows", pname, keyrate.MaxLimits)
 		}
 		p.Limits = append(p.Limits, l)
+		windowLines[i] = append(windowLines[i], line)
 	}
 	if err := sc.Err(); err != nil {
 		line++ // the line the scanner stopped in

@@ -28,9 +28,9 @@ func TestParsePolicies(t *testing.T) {
 		{"the default and odd names", "default 5 1s\nA-b_c.9 1 500ms", []keyrate.Policy{
 			{Name: "default", Limits: []keyrate.Limit{keyrate.PerSecond(5)}},
 			{Name: "A-b_c.9", Limits: []keyrate.Limit{{Rate: 1, Per: 500 * time.Millisecond, Burst: 1}}}}},
-		{"eight windows", strings.Repeat("p 1 1s\n", 8), []keyrate.Policy{{Name: "p", Limits: []keyrate.Limit{
-			keyrate.PerSecond(1), keyrate.PerSecond(1), keyrate.PerSecond(1), keyrate.PerSecond(1),
-			keyrate.PerSecond(1), keyrate.PerSecond(1), keyrate.PerSecond(1), keyrate.PerSecond(1)}}}},
+		{"eight windows", "p 1 1s\np 2 1s\np 3 1s\np 4 1s\np 5 1s\np 6 1s\np 7 1s\np 8 1s\n", []keyrate.Policy{{Name: "p", Limits: []keyrate.Limit{
+			keyrate.PerSecond(1), keyrate.PerSecond(2), keyrate.PerSecond(3), keyrate.PerSecond(4),
+			keyrate.PerSecond(5), keyrate.PerSecond(6), keyrate.PerSecond(7), keyrate.PerSecond(8)}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,7 +75,9 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"ops 1 1s\n\nops unlimited\n", `tiers.txt:3: "ops" is already defined on line 1; an unlimited policy is one line`},
 		{"ops unlimited\nops unlimited\n", `tiers.txt:2: "ops" is already defined on line 1; an unlimited policy is one line`},
 		{"ops unlimited 5\n", `tiers.txt:1: rate "unlimited" is not a whole number`},
-		{strings.Repeat("p 1 1s\n", 9), `tiers.txt:9: "p" has more than 8 windows`},
+		{"p 1 1s\np 2 1s\np 3 1s\np 4 1s\np 5 1s\np 6 1s\np 7 1s\np 8 1s\np 9 1s\n", `tiers.txt:9: "p" has more than 8 windows`},
+		{"pro 10 1s 20\nfree 1 1s\npro 1000 1h\npro 10 1s 20\n", `tiers.txt:4: "pro" has this window already, on line 1`},
+		{"pro 10 1s\npro 1000 1h\n# the burst defaults to the rate\npro 10 1s 10\n", `tiers.txt:4: "pro" has this window already, on line 1`},
 		{"p 1 1s\n" + strings.Repeat("x", 5000) + "\n", "tiers.txt:2: longer than 4096 bytes"},
 	}
 	for _, tt := range tests {

@@ -233,11 +233,24 @@ func (c serveConfig) describe() string {
 	return s
 }
 
+// newServer returns the server serve runs h on. A client gets 10 seconds
+// to send a request (serve's handlers read no body), and an idle
+// connection is closed after 2 minutes, so that slow or idle clients
+// cannot hold connections open for ever.
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+}
+
 // serve serves h on ln until ctx is done, then shuts down: it stops
 // accepting, waits up to shutdownGrace for requests in flight, and closes
 // the rest. It returns nil after a shutdown that ctx asked for.
 func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(h)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

@@ -410,3 +410,19 @@ func TestRunServeSignal(t *testing.T) {
 		t.Errorf("output after the start-up line %q, want one shut-down line", rest)
 	}
 }
+
+// TestServeTimeouts: the server bounds how long a client may take to send
+// a request and how long an idle connection stays open; without them a
+// client that opens connections and sends nothing holds each for ever.
+func TestServeTimeouts(t *testing.T) {
+	srv := newServer(http.NotFoundHandler())
+	for name, d := range map[string]time.Duration{
+		"ReadHeaderTimeout": srv.ReadHeaderTimeout,
+		"ReadTimeout":       srv.ReadTimeout,
+		"IdleTimeout":       srv.IdleTimeout,
+	} {
+		if d <= 0 || d > 5*time.Minute {
+			t.Errorf("%s = %v, want a bound of at most 5m", name, d)
+		}
+	}
+}
