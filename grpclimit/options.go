@@ -105,6 +105,13 @@ func textMetadataKey(name string) bool {
 // ByMethod keys calls by their full method name ("/package.Service/Method"),
 // so that each method has one bucket shared by every client: a limit on
 // what the server accepts, not on what any one client sends.
+//
+// The name is the one the call carries. gRPC runs interceptors only for
+// the methods a server registers, unless it has a
+// grpc.UnknownServiceHandler: then a call to any name reaches the stream
+// interceptor, and each name a client makes up gets a bucket of its own.
+// On such a server, key with ByFunc, mapping the names the server does
+// not serve to one key.
 func ByMethod() Option {
 	return func(c *config) {
 		c.key = func(_ context.Context, fullMethod string) (string, error) { return fullMethod, nil }
