@@ -37,8 +37,8 @@ func TestPipelineRepliesToTheirCallers(t *testing.T) {
 			var stores []*redisbucket.Store
 			hook := newGateHook() // armed never: it counts the pipelines
 			for range 2 {
-				c := b.client(t).(hookable)
-				c.AddHook(hook)
+				c := b.client(t)
+				addHook(t, c, hook)
 				stores = append(stores, mustNew(t, c, limit, redisbucket.WithPrefix(prefix),
 					redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
 					redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1, MaxBatch: 4})))

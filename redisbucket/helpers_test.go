@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,16 +88,34 @@ type backend struct {
 	client func(t testing.TB) redis.UniversalClient
 }
 
-// backends returns one redis-server of t's own and the test binary's
-// shared Redis Cluster of three masters (redistest.SharedCluster), reached
-// through redis.NewClusterClient.
+// backends returns one redis-server of t's own, the test binary's shared
+// Redis Cluster of three masters (redistest.SharedCluster), reached
+// through redis.NewClusterClient, and a redis.Ring of two redis-servers
+// of t's own (started when the first of its clients is made).
 func backends(t *testing.T) []backend {
 	t.Helper()
 	srv := server(t)
+	var (
+		once   sync.Once
+		shards map[string]string
+	)
 	return []backend{
 		{"server", func(t testing.TB) redis.UniversalClient { return newClient(t, srv.Addr()) }},
 		{"cluster", func(t testing.TB) redis.UniversalClient { return newClusterClient(t, redistest.SharedCluster(t)) }},
+		{"ring", func(rt testing.TB) redis.UniversalClient {
+			once.Do(func() { shards = map[string]string{"a": server(t).Addr(), "b": server(t).Addr()} })
+			return newRingClient(rt, shards)
+		}},
 	}
+}
+
+// newRingClient returns a redis.Ring of the shards (name to address) that
+// honours context deadlines, closed when t ends.
+func newRingClient(t testing.TB, shards map[string]string) *redis.Ring {
+	t.Helper()
+	r := redis.NewRing(&redis.RingOptions{Addrs: shards, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = r.Close() })
+	return r
 }
 
 // newClusterClient returns a client of c that honours context deadlines,
