@@ -102,7 +102,7 @@ func TestProcessExitStatus(t *testing.T) {
 		{"report NaN", "", "", []string{"report", "-o", filepath.Join(dir, "rep"),
 			file("nan.txt", benchLines("store=atomic/wl=hotkey", 10, 100)+"BenchmarkAllow/store=atomic/wl=hotkey \t1000\tNaN ns/op\n"+
 				benchLines("store=atomic/policy=2windows/wl=hotkey", 10, 130))}, 0, "wrote " + filepath.Join(dir, "rep", "README.md") + "\n",
-			"keyrate report: " + filepath.Join(dir, "nan.txt") + `: skipped 1 line (see the report's "Lines skipped"), the first: ` + filepath.Join(dir, "nan.txt") + ":11: Allow/store=atomic/wl=hotkey: NaN ns/op is not a finite number"},
+			"keyrate report: " + filepath.Join(dir, "nan.txt") + `: skipped 1 line (see the report's "Lines skipped"), the first: ` + filepath.Join(dir, "nan.txt") + ":11: BenchmarkAllow/store=atomic/wl=hotkey: NaN ns/op is not a finite number"},
 		{"unknown command", "", "", []string{"frobnicate"}, 2, "", `keyrate: unknown command "frobnicate"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,18 +2,44 @@ package report
 
 import (
 	"fmt"
+	"hash/fnv"
 	"image/color"
 	"io"
+	"math"
 	"strconv"
+	"strings"
 
+	"golang.org/x/perf/benchmath"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// chartFile returns the file name of workload wl's throughput chart.
-func chartFile(wl string) string { return "throughput-" + wl + ".svg" }
+// chartFile returns the file name of workload wl's throughput chart:
+// "throughput-<wl>.svg" for a name of up to maxChartName letters, digits
+// and "-_.=+", as keyrate's workloads are named. Any other name (one
+// with a character no file name may hold, or that another system
+// would not take, or too long for a file name) has those characters
+// replaced by "_", is cut to maxChartName bytes, and ends in a hash of
+// the whole name, so that two workloads never share a chart.
+func chartFile(wl string) string {
+	safe := strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-_.=+", r) {
+			return r
+		}
+		return '_'
+	}, wl)
+	if safe != wl || len(safe) > maxChartName || wl == "" {
+		h := fnv.New32a()
+		h.Write([]byte(wl))
+		safe = fmt.Sprintf("%s-%08x", safe[:min(len(safe), maxChartName)], h.Sum32())
+	}
+	return "throughput-" + safe + ".svg"
+}
+
+// maxChartName is the longest workload name a chart's file name holds.
+const maxChartName = 64
 
 // palette holds the chart colours: the Okabe-Ito palette (distinct to
 // readers with any common colour-vision deficiency) without its yellow,
@@ -58,19 +84,44 @@ type throughput struct {
 
 // subjectThroughput returns subj's points on wl, and false if it has none.
 // A point is 10³ ÷ the median ns/op, and its error bar spans 10³ ÷ the
-// bounds of the median's 95% confidence interval.
+// bounds of the median's 95% confidence interval; a median of fewer than
+// six runs has none (see noInterval), and its point no error bar.
 func subjectThroughput(s *Set, subj, wl string) (throughput, bool) {
 	var t throughput
 	for _, procs := range s.Procs {
 		sum, ok := s.Summary(allow(subj, wl, procs, unitNs))
-		if !ok || sum.Center <= 0 || sum.Lo <= 0 {
+		if !ok || sum.Center <= 0 {
 			continue
 		}
 		y := 1e3 / sum.Center
 		t.XYs = append(t.XYs, plotter.XY{X: float64(procs), Y: y})
-		t.YErrors = append(t.YErrors, struct{ Low, High float64 }{y - 1e3/sum.Hi, 1e3/sum.Lo - y})
+		var bar struct{ Low, High float64 }
+		if !noInterval(sum) {
+			bar.Low, bar.High = y-1e3/sum.Hi, 1e3/sum.Lo-y
+		}
+		t.YErrors = append(t.YErrors, bar)
 	}
 	return t, len(t.XYs) > 0
+}
+
+// noInterval reports whether a summary has no 95% interval: benchmath
+// gives a median of fewer than six runs the interval (-∞, +∞), and a
+// sample's low bound can be no time at all.
+func noInterval(sum benchmath.Summary) bool {
+	return math.IsInf(sum.Lo, 0) || math.IsInf(sum.Hi, 0) || sum.Lo <= 0
+}
+
+// chartLacksIntervals reports whether a point of wl's chart has no
+// error bar (see noInterval).
+func (s *Set) chartLacksIntervals(wl string) bool {
+	for _, subj := range s.Subjects {
+		for _, procs := range s.Procs {
+			if sum, ok := s.Summary(allow(subj, wl, procs, unitNs)); ok && sum.Center > 0 && noInterval(sum) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Chart geometry: the plot's own size, and the legend's column to its
@@ -93,6 +144,9 @@ func writeChart(w io.Writer, s *Set, wl, format string) error {
 	// Short texts: a viewer without the SVG's font substitutes a wider
 	// one, and long texts then run off the canvas.
 	p.Title.Text = "wl=" + wl
+	if s.chartLacksIntervals(wl) {
+		p.Title.Text += ": no error bars (under 6 runs)"
+	}
 	p.X.Label.Text = "GOMAXPROCS (-cpu)"
 	if c := s.Cores(); c > 0 {
 		p.X.Label.Text += fmt.Sprintf("; %d CPUs", c)

@@ -450,6 +450,9 @@ func (m *md) waiting() {
 func (m *md) charts() {
 	m.p("## Throughput\n")
 	m.p("Calls per second over all goroutines (1/median ns/op), against GOMAXPROCS, one chart per workload.\n")
+	if slices.ContainsFunc(m.s.Workloads, m.s.chartLacksIntervals) {
+		m.p("A point without an error bar is the median of fewer than 6 runs, which has no 95%% interval: its place is not to be trusted.\n")
+	}
 	for _, wl := range m.s.Workloads {
 		m.p("![throughput, wl=%s](%s)\n", wl, chartFile(wl))
 	}

@@ -24,6 +24,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/perf/benchfmt"
 	"golang.org/x/perf/benchmath"
@@ -124,8 +126,11 @@ type Set struct {
 	// RedisOps lists BenchmarkRedis's op= values, in first-seen order.
 	RedisOps []string
 
-	// Warnings lists the lines that could not be parsed or held a value
-	// that is not a finite number, each skipped.
+	// Warnings lists the lines skipped, in line order, each with its
+	// file, its line and why: a line that does not parse or is longer
+	// than the benchmark format's 64 KiB, a value that is not a finite
+	// number or cannot be a measurement (a negative figure, a time of
+	// zero), a BenchmarkAllow result without its store= or wl= part.
 	Warnings []string
 
 	samples map[Cell]*benchmath.Sample
@@ -184,9 +189,9 @@ func ReadMachine(r io.Reader) ([]Fact, error) {
 }
 
 // Read parses raw benchmark output (the Go benchmark format) from r.
-// Benchmarks other than Allow, Memory and Redis are ignored; lines that do
-// not parse, and results with a value that is not a finite number, are
-// listed in Warnings; a set with no Allow results is an error.
+// Benchmarks other than Allow, Memory, Redis and HotKey are ignored; the
+// lines it skips are listed in Warnings (see there); a set with no Allow
+// results is an error, which names the first line skipped, if any.
 func Read(r io.Reader, label string) (*Set, error) {
 	var pp benchproc.ProjectionParser
 	proj, unitField, err := pp.ParseWithUnit(".name,.subject,/wl,/gomaxprocs", nil)
@@ -196,24 +201,32 @@ func Read(r io.Reader, label string) (*Set, error) {
 	fields := proj.Fields()
 	s := &Set{Label: label, values: map[Cell][]float64{}}
 	seenSubj, seenWl, seenProcs, seenClients := map[string]bool{}, map[string]bool{}, map[int]bool{}, map[int]bool{}
-	br := benchfmt.NewReader(r, label)
+	var warns []warning
+	warn := func(res *benchfmt.Result, format string, args ...any) {
+		file, line := res.Pos()
+		warns = append(warns, warning{line, fmt.Sprintf("%s:%d: %s: ", file, line, benchName(res)) + fmt.Sprintf(format, args...)})
+	}
+	lr := newLineLimiter(r)
+	br := benchfmt.NewReader(lr, label)
 	for br.Scan() {
 		var res *benchfmt.Result
 		switch rec := br.Result().(type) {
 		case *benchfmt.SyntaxError:
 			// A line cut short (a run still going, or killed) is skipped
 			// and reported, not fatal.
-			s.Warnings = append(s.Warnings, rec.Error())
+			_, line := rec.Pos()
+			warns = append(warns, warning{line, rec.Error()})
 			continue
 		case *benchfmt.Result:
 			res = rec
 		default:
 			continue
 		}
-		if w := nonFinite(res); w != "" {
+		if w := badValue(res); w != "" {
 			// Skipped and reported: a NaN would never let a U test
-			// return, and an infinity is no measurement either.
-			s.Warnings = append(s.Warnings, w)
+			// return, and an infinity, a negative figure or a time of
+			// zero is no measurement either.
+			warn(res, "%s", w)
 			continue
 		}
 		base, parts := res.Name.Parts()
@@ -222,7 +235,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 			// workloads or core counts.
 			op, clients, ok := redisName(parts)
 			if !ok {
-				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s: want op= and clients= parts", label, res.Name.Full()))
+				warn(res, "want op= and clients= parts")
 				continue
 			}
 			for _, v := range res.Values {
@@ -247,7 +260,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 			// one GOMAXPROCS; kept by its leases= value.
 			leases, ok := hotKeyName(parts)
 			if !ok {
-				s.Warnings = append(s.Warnings, fmt.Sprintf("%s: %s: want a leases= part", label, res.Name.Full()))
+				warn(res, "want a leases= part")
 				continue
 			}
 			for _, v := range res.Values {
@@ -263,12 +276,23 @@ func Read(r io.Reader, label string) (*Set, error) {
 		if b := string(base); b != benchAllow && b != benchMemory {
 			continue
 		}
+		// Without its store (or, for Allow, its workload) a result has
+		// no row or column in any table.
+		if !hasPart(parts, "store") {
+			warn(res, "want a store= part")
+			continue
+		}
+		if string(base) == benchAllow && !hasPart(parts, "wl") {
+			warn(res, "want a wl= part")
+			continue
+		}
 		res.SetConfig(".subject", subjectOf(parts))
 		for i, key := range proj.ProjectValues(res) {
 			procs := 1 // go test omits the -N suffix for GOMAXPROCS=1
 			if p := key.Get(fields[3]); p != "" {
 				if procs, err = strconv.Atoi(p); err != nil {
-					return nil, fmt.Errorf("%s: %s: bad GOMAXPROCS suffix", label, res.Name.Full())
+					file, line := res.Pos()
+					return nil, fmt.Errorf("%s:%d: %s: bad GOMAXPROCS suffix", file, line, benchName(res))
 				}
 			}
 			c := Cell{
@@ -307,7 +331,22 @@ func Read(r io.Reader, label string) (*Set, error) {
 	if err := br.Err(); err != nil {
 		return nil, err
 	}
+	for _, l := range lr.long {
+		warns = append(warns, warning{l.line, fmt.Sprintf("%s:%d: a line of %d bytes, longer than the %d bytes the benchmark format reader takes (it starts %q)",
+			label, l.line, l.bytes, maxLine, l.start)})
+	}
+	slices.SortStableFunc(warns, func(a, b warning) int { return a.line - b.line })
+	for _, w := range warns {
+		s.Warnings = append(s.Warnings, w.text)
+	}
 	if len(s.Workloads) == 0 {
+		if n := len(s.Warnings); n > 0 {
+			lines := "lines"
+			if n == 1 {
+				lines = "line"
+			}
+			return nil, fmt.Errorf("%s: no BenchmarkAllow results (skipped %d %s, the first: %s)", label, n, lines, s.Warnings[0])
+		}
 		return nil, fmt.Errorf("%s: no BenchmarkAllow results", label)
 	}
 	slices.Sort(s.Procs)
@@ -319,20 +358,65 @@ func Read(r io.Reader, label string) (*Set, error) {
 	return s, nil
 }
 
-// nonFinite returns the warning for a result with a value that is not a
-// finite number (NaN or an infinity), naming its file and line, or "".
-func nonFinite(res *benchfmt.Result) string {
+// warning is one line Read skipped: its line number, and what to say.
+type warning struct {
+	line int
+	text string
+}
+
+// badValue says why a result's values are no measurement, or returns
+// "": a value that is not a finite number (NaN or an infinity), a
+// negative one (no unit the benchmarks report can be), or a time per
+// call of zero. It quotes the value as the file has it.
+func badValue(res *benchfmt.Result) string {
 	for _, v := range res.Values {
-		if math.IsNaN(v.Value) || math.IsInf(v.Value, 0) {
-			val, unit := v.Value, v.Unit
-			if v.OrigUnit != "" { // as printed: ns/op, not sec/op
-				val, unit = v.OrigValue, v.OrigUnit
-			}
-			file, line := res.Pos()
-			return fmt.Sprintf("%s:%d: %s: %v %s is not a finite number", file, line, res.Name.Full(), val, unit)
+		val, unit := v.Value, v.Unit
+		if v.OrigUnit != "" { // as printed: ns/op, not sec/op
+			val, unit = v.OrigValue, v.OrigUnit
+		}
+		switch {
+		case math.IsNaN(val) || math.IsInf(val, 0):
+			return fmt.Sprintf("%v %s is not a finite number", val, unit)
+		case val < 0:
+			return fmt.Sprintf("%v %s is negative", val, unit)
+		case val == 0 && unit == unitNs:
+			return fmt.Sprintf("%v %s: a call takes some time", val, unit)
 		}
 	}
 	return ""
+}
+
+// maxNameQuote is how much of a benchmark name a warning quotes.
+const maxNameQuote = 120
+
+// benchName is a result's benchmark name as the results file spells it,
+// with its Benchmark prefix (benchfmt drops it), so that a user can grep
+// the file for it; cut to maxNameQuote bytes, and quoted if it holds a
+// character that would not print.
+func benchName(res *benchfmt.Result) string {
+	name := "Benchmark" + string(res.Name.Full())
+	cut := ""
+	if len(name) > maxNameQuote {
+		n := maxNameQuote
+		for n > 0 && !utf8.RuneStart(name[n]) {
+			n--
+		}
+		name, cut = name[:n], fmt.Sprintf("… (%d bytes)", len(name))
+	}
+	if strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		name = strconv.Quote(name)
+	}
+	return name + cut
+}
+
+// hasPart reports whether a benchmark name's parts have a key= part.
+func hasPart(parts [][]byte, key string) bool {
+	for _, p := range parts {
+		if strings.HasPrefix(strings.TrimPrefix(string(p), "/"), key+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // subjectOf returns the subject a benchmark name's parts describe: the
