@@ -91,7 +91,17 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 // updateReadme replaces the marked block of the markdown file readme with
 // the brief of s, linking to its report in dir.
 func updateReadme(readme, dir string, s *report.Set) error {
-	link, err := filepath.Rel(filepath.Dir(readme), filepath.Join(dir, report.ReportFile))
+	// Rel takes two absolute paths or two relative ones: -o and -readme
+	// may be one of each.
+	absReadme, err := filepath.Abs(readme)
+	if err != nil {
+		return err
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	link, err := filepath.Rel(filepath.Dir(absReadme), filepath.Join(absDir, report.ReportFile))
 	if err != nil {
 		return err
 	}

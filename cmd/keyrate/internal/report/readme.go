@@ -106,16 +106,48 @@ func Brief(w io.Writer, link string, s *Set) {
 }
 
 // UpdateReadme returns readme with the text between ReadmeBegin and
-// ReadmeEnd replaced by brief, or an error if readme lacks the markers.
+// ReadmeEnd replaced by brief, written with the line ending of the begin
+// marker's line ("\r\n" in a CRLF file), or an error naming the line of
+// the marker at fault if readme does not hold exactly one begin marker
+// followed by one end marker.
 func UpdateReadme(readme []byte, brief string) ([]byte, error) {
-	i := bytes.Index(readme, []byte(ReadmeBegin))
-	j := bytes.Index(readme, []byte(ReadmeEnd))
-	if i < 0 || j < i {
-		return nil, fmt.Errorf("report: the README has no %q line followed by %q", ReadmeBegin, ReadmeEnd)
+	begins, ends := markerLines(readme, ReadmeBegin), markerLines(readme, ReadmeEnd)
+	switch {
+	case len(begins) == 0:
+		return nil, fmt.Errorf("the README has no begin marker %q", ReadmeBegin)
+	case len(begins) > 1:
+		return nil, fmt.Errorf("line %d: a second begin marker: want one block of figures", begins[1].line)
+	case len(ends) > 0 && ends[0].at < begins[0].at:
+		return nil, fmt.Errorf("line %d: an end marker before the begin marker (line %d)", ends[0].line, begins[0].line)
+	case len(ends) == 0:
+		return nil, fmt.Errorf("line %d: the begin marker has no end marker after it (want a line %q)", begins[0].line, ReadmeEnd)
+	case len(ends) > 1:
+		return nil, fmt.Errorf("line %d: a second end marker: want one block of figures", ends[1].line)
+	}
+	i, j := begins[0].at+len(ReadmeBegin), ends[0].at
+	eol := "\n"
+	if bytes.HasPrefix(readme[i:], []byte("\r\n")) {
+		eol = "\r\n"
 	}
 	var out bytes.Buffer
-	out.Write(readme[:i+len(ReadmeBegin)])
-	out.WriteString("\n" + strings.TrimSpace(brief) + "\n")
+	out.Write(readme[:i])
+	out.WriteString(eol + strings.ReplaceAll(strings.TrimSpace(brief), "\n", eol) + eol)
 	out.Write(readme[j:])
 	return out.Bytes(), nil
+}
+
+// marker is one place a marker occurs: its byte offset and line number.
+type marker struct{ at, line int }
+
+// markerLines returns every place mark occurs in b.
+func markerLines(b []byte, mark string) []marker {
+	var out []marker
+	for at := 0; ; at += len(mark) {
+		k := bytes.Index(b[at:], []byte(mark))
+		if k < 0 {
+			return out
+		}
+		at += k
+		out = append(out, marker{at, bytes.Count(b[:at], []byte("\n")) + 1})
+	}
 }
