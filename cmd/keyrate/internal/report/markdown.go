@@ -199,8 +199,8 @@ func (m *md) summary() {
 		wins[best]++
 		ns, _ := s.Median(allow(best, wl, top, unitNs))
 		line := fmt.Sprintf("- **%s**: `%s`, %s ns/op", wl, best, fmtNum(ns))
-		if x, ok := s.ratio(allow(xrate, wl, top, unitNs), allow(best, wl, top, unitNs)); ok {
-			line += fmt.Sprintf(", %s than xrate", fmtSpeed(x))
+		if x, cmp, ok := s.speedAgainst(allow(best, wl, top, unitNs), allow(xrate, wl, top, unitNs)); ok {
+			line += ", " + speedWords(x, cmp, "xrate", true)
 		}
 		if f, ok := s.ratio(allow(best, wl, top, unitNs), allow(floor, wl, top, unitNs)); ok {
 			line += fmt.Sprintf(", %.2f× floor's time", f)
@@ -291,10 +291,18 @@ func (m *md) variants(top int) {
 			note = fmt.Sprintf("`%s` with the option `%s`", base, variant)
 		}
 		line := fmt.Sprintf("- `%s`: %s.", subj, note)
+		// The range is of the workloads where a U test tells the two
+		// apart; the others are named as ties, never as "1.05× faster".
 		var lo, hi float64
 		n := 0
+		var tied []string
 		for _, wl := range s.Workloads {
-			if x, ok := s.ratio(allow(base, wl, top, unitNs), allow(subj, wl, top, unitNs)); ok {
+			x, cmp, ok := s.speedAgainst(allow(subj, wl, top, unitNs), allow(base, wl, top, unitNs))
+			switch {
+			case !ok:
+			case cmp.P >= cmp.Alpha:
+				tied = append(tied, wl)
+			default:
 				if n == 0 || x < lo {
 					lo = x
 				}
@@ -304,11 +312,18 @@ func (m *md) variants(top int) {
 				n++
 			}
 		}
-		if n > 0 {
+		switch {
+		case n > 0 && lo == hi:
+			line += fmt.Sprintf(" At -cpu %d, against `%s` (ratio of medians): %s", top, base, fmtSpeed(lo))
+		case n > 1:
 			line += fmt.Sprintf(" At -cpu %d, against `%s` (ratio of medians): from %s to %s over %d workloads", top, base, fmtSpeed(lo), fmtSpeed(hi), n)
-			if lo == hi {
-				line = strings.TrimSuffix(line, fmt.Sprintf(": from %s to %s over %d workloads", fmtSpeed(lo), fmtSpeed(hi), n)) + ": " + fmtSpeed(lo)
-			}
+		case len(tied) > 0:
+			line += fmt.Sprintf(" At -cpu %d, against `%s`: statistically tied on every workload (%s)", top, base, strings.Join(tied, ", "))
+		}
+		if n > 0 && len(tied) > 0 {
+			line += fmt.Sprintf("; statistically tied on %s (Mann-Whitney U, α = 0.05)", strings.Join(tied, ", "))
+		}
+		if n > 0 || len(tied) > 0 {
 			line += "."
 		}
 		vb, okV := s.Median(Cell{Bench: benchMemory, Subject: subj, Procs: s.memoryProcs(subj), Unit: unitKey})
@@ -748,6 +763,40 @@ func fmtNum(v float64) string {
 	default:
 		return fmt.Sprintf("%.3f", v)
 	}
+}
+
+// speedAgainst returns the ratio of base's median time to c's (above 1
+// when c is faster) and a Mann-Whitney U test of the two samples, and
+// false if either cell was not measured.
+func (s *Set) speedAgainst(c, base Cell) (float64, benchmath.Comparison, bool) {
+	x, ok := s.ratio(base, c)
+	if !ok {
+		return 0, benchmath.Comparison{}, false
+	}
+	return x, benchmath.AssumeNothing.Compare(s.Sample(base), s.Sample(c)), true
+}
+
+// speedWords words x and its test against than: "1.25× faster than
+// xrate", "as fast as xrate", or, where the test finds no significant
+// difference, "statistically tied with xrate", with the test's p and n if
+// withP.
+func speedWords(x float64, cmp benchmath.Comparison, than string, withP bool) string {
+	switch {
+	case cmp.P >= cmp.Alpha && withP:
+		return fmt.Sprintf("statistically tied with %s (%s)", than, cmp)
+	case cmp.P >= cmp.Alpha:
+		return "statistically tied with " + than
+	}
+	return speedThan(x, than)
+}
+
+// speedThan is fmtSpeed(x) against than: "1.25× faster than xrate",
+// "as fast as xrate".
+func speedThan(x float64, than string) string {
+	if sp := fmtSpeed(x); sp != "as fast" {
+		return sp + " than " + than
+	}
+	return "as fast as " + than
 }
 
 // fmtSpeed words x, a baseline's time divided by a subject's, as the

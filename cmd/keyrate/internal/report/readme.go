@@ -66,8 +66,8 @@ func Brief(w io.Writer, link string, s *Set) {
 			if len(examples) < 3 {
 				ns, _ := s.Median(allow(best, wl, top, unitNs))
 				ex := fmt.Sprintf("`%s` %s ns/op on `%s`", best, fmtNum(ns), wl)
-				if x, ok := s.ratio(allow(xrate, wl, top, unitNs), allow(best, wl, top, unitNs)); ok {
-					ex += fmt.Sprintf(" (%s than `xrate`)", fmtSpeed(x))
+				if x, cmp, ok := s.speedAgainst(allow(best, wl, top, unitNs), allow(xrate, wl, top, unitNs)); ok {
+					ex += " (" + speedWords(x, cmp, "`xrate`", false) + ")"
 				}
 				examples = append(examples, ex)
 			}

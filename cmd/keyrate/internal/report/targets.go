@@ -230,7 +230,7 @@ func (s *Set) xrateSpeedup(wls []string, speedup float64) Verdict {
 			}
 		}
 		if measured {
-			c.add(worst >= speedup, "%s: %s than xrate at worst (on %s)", st, fmtSpeed(worst), where)
+			c.add(worst >= speedup, "%s: %s at worst (on %s)", st, speedThan(worst, "xrate"), where)
 		}
 	}
 	return c.done()
