@@ -779,9 +779,12 @@ func (s *Set) speedAgainst(c, base Cell) (float64, benchmath.Comparison, bool) {
 // speedWords words x and its test against than: "1.25× faster than
 // xrate", "as fast as xrate", or, where the test finds no significant
 // difference, "statistically tied with xrate", with the test's p and n if
-// withP.
+// withP. Samples too small for the test ever to find a difference (under
+// 4 runs each) are worded by their medians, and said to be so.
 func speedWords(x float64, cmp benchmath.Comparison, than string, withP bool) string {
 	switch {
+	case cmp.P >= cmp.Alpha && len(cmp.Warnings) > 0:
+		return speedThan(x, than) + " by the medians, too few runs to test"
 	case cmp.P >= cmp.Alpha && withP:
 		return fmt.Sprintf("statistically tied with %s (%s)", than, cmp)
 	case cmp.P >= cmp.Alpha:
