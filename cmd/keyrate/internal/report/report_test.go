@@ -70,6 +70,17 @@ func hotKeyLines(leases bool, n int, allows float64) string {
 	return b.String()
 }
 
+// assertHas fails t for each of wants that md, the report named what,
+// lacks.
+func assertHas(t *testing.T, md, what string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(md, want) {
+			t.Errorf("%s lacks %q", what, want)
+		}
+	}
+}
+
 // fixture builds a result set in which every target is met except the
 // ones named in miss: "atomic-floor" (atomic at 1.5× floor on hotkey at
 // -cpu 2), "striped-floor" (striped at 1.38× floor on hotkey at -cpu 2,
@@ -295,7 +306,7 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t))
 	md := buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report",
 		"- **hotkey**: `atomic`, 114.5 ns/op, 3.53× faster than xrate, 1.10× floor's time; next is `striped`, 129.5 ns/op (p=0.000 n=10).",
 		"Fastest at -cpu 2, by workload count: `atomic` on 6 of 6 workloads.",
 		"Leanest in memory: `striped`, 40.0 B/key with a million 16-byte keys.",
@@ -305,11 +316,7 @@ func TestMarkdownSummaryAndOversubscription(t *testing.T) {
 		"† GOMAXPROCS above the machine's 2 CPUs: oversubscribed, goroutines share cores.",
 		"| hotkey | 1.48× floor / 0.38× xrate | 1.24× floor / 0.32× xrate | 1.10× floor / 0.28× xrate |",
 		"![throughput, wl=zipf-1M](throughput-zipf-1M.svg)",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "## Before and after") {
 		t.Error("a one-set report has a before/after section")
 	}
@@ -366,7 +373,7 @@ func TestMarkdownRedis(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t, "redis"))
 	md := buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report",
 		"## Redis: the price of going distributed",
 		"| 1 | 50000 | 20000 | 110.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.10× |",
 		"| 50 | 50000 | 20000 | 170.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.70× |",
@@ -377,31 +384,21 @@ func TestMarkdownRedis(t *testing.T) {
 		"| `allow-pipelined` | 50 | 30000 | 33333 | 120.0 µs | 350.0 µs | 8 | 1.20× |",
 		"20000 allows/s. With `WithLeases(redisbucket.Lease{Size: 100, Life: 10 * time.Millisecond})` a node spends 100 tokens in one call and hands them out locally: 300000 allows/s, 15.00× (target: at least 5×).",
 		"| redisbucket with leases on one hot key at least 5× the allows/s without | **met** | ✓ 300000 allows/s with leases, 20000 without (15.00×) |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 
 	buf.Reset()
 	Markdown(&buf, fixture(t, "leases"))
-	if want := "| redisbucket with leases on one hot key at least 5× the allows/s without | **missed** | ✗ 90000 allows/s with leases, 20000 without (4.50×) |"; !strings.Contains(buf.String(), want) {
-		t.Errorf("report with leases at 4.5× lacks %q", want)
-	}
+	assertHas(t, buf.String(), "report with leases at 4.5×", "| redisbucket with leases on one hot key at least 5× the allows/s without | **missed** | ✗ 90000 allows/s with leases, 20000 without (4.50×) |")
 
 	buf.Reset()
 	Markdown(&buf, fixture(t, "no-redis"))
 	md = buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report without Redis",
 		"## Redis: the price of going distributed\n\nNot measured: these results hold no BenchmarkRedis",
 		"| redisbucket Allow within 1.3× of an empty EVALSHA with one client and 1.6× with more (p50), at most 8 allocs/op | not measured | ? BenchmarkRedis (no redis-server on PATH?): not measured |",
 		"| redisbucket with leases on one hot key at least 5× the allows/s without | not measured | ? BenchmarkHotKey (no redis-server on PATH?): not measured |",
 		"Checked by the generator on these results: 13 of 15 met.",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report without Redis lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "| clients |") {
 		t.Error("a report without Redis results has a Redis table")
 	}
@@ -414,7 +411,7 @@ func TestMarkdownRedisPaired(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t, "paired"))
 	md := buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report with op=paired",
 		"**Call by call** (`paired`)",
 		"| call | p50 | p50 ÷ empty |",
 		"| allow | 150.0 µs | 1.50× |",
@@ -422,11 +419,7 @@ func TestMarkdownRedisPaired(t *testing.T) {
 		"| empty EVALSHA | 100.0 µs | 1× |",
 		"| **missed** | ✗ clients=1, call by call: 150.0 µs vs 100.0 µs (1.50×)<br>✓ clients=1: 8 allocs/op<br>✓ clients=8: 110.0 µs vs 100.0 µs (1.10×)",
 		"| 1 | 50000 | 20000 | 110.0 µs | 400.0 µs | 40000 | 25000 | 100.0 µs | 300.0 µs | 1.10× |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report with op=paired lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "| `paired` |") {
 		t.Error("op=paired is a row of the other calls' table too")
 	}
@@ -436,14 +429,10 @@ func TestMarkdownDeltas(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t), fixture(t, "atomic-floor"))
 	md := buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report",
 		"| `atomic` | hotkey | 2 | 114.5 | 154.5 | +34.93% | p=0.000 n=10 |",
 		"| `atomic` | hotkey | 1 | 114.5 | 114.5 | ~ | p=1.000 n=10 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 }
 
 func TestWriteFiles(t *testing.T) {
@@ -531,7 +520,7 @@ func TestMarkdownPolicies(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t, "2windows", "3tiers"))
 	md := buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report",
 		"## Policies: what several windows and tiers cost",
 		"| `mutex` | 2windows | hotkey | -cpu 2 | 154.5 ±2% | 274.5 ±1% | 1.78× [1.72–1.84×] | +77.67% p=0.000 n=10 | ≤ 1.6×: ✗ missed |",
 		"| `mutex` | 2windows | hotkey | -cpu 4 † | 154.5 ±2% | 199.5 ±2% | 1.29× [1.24–1.34×] | +29.13% p=0.000 n=10 | not counted (†) |",
@@ -542,11 +531,7 @@ func TestMarkdownPolicies(t *testing.T) {
 		"✓ atomic/policy=3tiers: at most 0 allocs/op (worst: uniform-1k -cpu 1)",
 		"| `atomic/policy=3tiers` | — | — | 0 (0 B) |",
 		"Checked by the generator on these results: 13 of 15 met.",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 	// The ns/op tables are of the one-window subjects: a policy row's
 	// figures are in its own section, against its one-window row.
 	for _, line := range strings.Split(md, "\n") {
@@ -558,24 +543,18 @@ func TestMarkdownPolicies(t *testing.T) {
 	buf.Reset()
 	Markdown(&buf, fixture(t, "no-policies"))
 	md = buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report without policy rows",
 		"## Policies: what several windows and tiers cost\n\nNot measured: these results hold no policy rows",
 		"| not measured | ? policy=2windows rows and their one-window rows on hotkey, uniform-1k: not measured |",
 		"| not measured | ? policy=3tiers rows and their one-window rows on uniform-1k: not measured |",
 		"Checked by the generator on these results: 13 of 15 met.",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report without policy rows lacks %q", want)
-		}
-	}
+	)
 }
 
 func TestMarkdownDeltasPolicyRows(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t), fixture(t, "2windows"))
-	if want := "| `mutex/policy=2windows` | hotkey | 2 | 199.5 | 274.5 | +37.59% | p=0.000 n=10 |"; !strings.Contains(buf.String(), want) {
-		t.Errorf("report lacks %q", want)
-	}
+	assertHas(t, buf.String(), "report", "| `mutex/policy=2windows` | hotkey | 2 | 199.5 | 274.5 | +37.59% | p=0.000 n=10 |")
 }
 
 func TestReadOpRows(t *testing.T) {
@@ -664,7 +643,7 @@ func TestMarkdownWaiting(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t, "wait", "reserve", "reserve-tie"))
 	md := buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report",
 		"## Waiting: what Wait and Reserve cost\n\nEach store's `op=wait` row, `Wait(context.Background(), key, 1)`, and `op=reserve` row, `Reserve(key, 1, time.Second)`, against its `op=allown` row, `AllowN(key, 1)`",
 		"| store | op | workload | cores | AllowN | op | ratio [interval] | test | target |",
 		"| `mutex` | wait | hotkey | -cpu 1 | 169.5 ±2% | 177.8 ±2% | 1.05× [1.01–1.09×] | +4.87% p=0.000 n=10 | ≤ 1.10×: ✓ met |",
@@ -681,11 +660,7 @@ func TestMarkdownWaiting(t *testing.T) {
 		"| Wait on a key that has tokens ≤ 1.10× AllowN (ns/op, every store, op=wait ÷ op=allown) on every workload measured (every core count up to the CPUs); in brackets, bounds from the two medians' 95% intervals | **missed** |",
 		"| Reserve on hotkey at -cpu 2 ≤ 1.00× AllowN (ns/op, every store, op=reserve ÷ op=allown); in brackets, bounds from the two medians' 95% intervals | **missed** |",
 		"Checked by the generator on these results: 13 of 15 met.",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 	// The ns/op tables and charts are of the subjects: an op row's
 	// figures are in its own section, against its op=allown row.
 	for _, line := range strings.Split(md, "\n") {
@@ -697,16 +672,12 @@ func TestMarkdownWaiting(t *testing.T) {
 	buf.Reset()
 	Markdown(&buf, fixture(t, "no-waiting"))
 	md = buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report without wait rows",
 		"## Waiting: what Wait and Reserve cost\n\nNot measured: these results hold no wait rows (`store=<store>/op=wait/wl=<workload>` and `op=reserve`, see bench/doc.go) beside their `op=allown` rows.",
 		"| not measured | ? op=wait rows and their op=allown rows: not measured |",
 		"| not measured | ? op=reserve rows and their op=allown rows on hotkey at -cpu 2: not measured |",
 		"Checked by the generator on these results: 13 of 15 met.",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report without wait rows lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "| store | op | workload |") {
 		t.Error("a report without wait rows has a wait table")
 	}
@@ -715,9 +686,7 @@ func TestMarkdownWaiting(t *testing.T) {
 func TestMarkdownDeltasOpRows(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, fixture(t), fixture(t, "wait"))
-	if want := "| `atomic/op=wait` | uniform-1k | 2 | 131.6 | 161.8 | +23.00% | p=0.000 n=10 |"; !strings.Contains(buf.String(), want) {
-		t.Errorf("report lacks %q", want)
-	}
+	assertHas(t, buf.String(), "report", "| `atomic/op=wait` | uniform-1k | 2 | 131.6 | 161.8 | +23.00% | p=0.000 n=10 |")
 }
 
 // TestMarkdownContention: the retries/op of atomic's rows are tabled by
@@ -740,15 +709,11 @@ func TestMarkdownContention(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, s)
 	md := buf.String()
-	for _, want := range []string{
+	assertHas(t, md, "report",
 		"## Compare-and-swap retries",
 		"| store | workload | -cpu 1 | -cpu 2 |",
 		"| `atomic` | `hotkey` | 0 | 0.02 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 	if strings.Contains(md, "| `mutex` | `hotkey` |") {
 		t.Error("the retries table has a row for mutex, which reports no retries/op")
 	}
