@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 )
 
@@ -55,34 +54,26 @@ func Brief(w io.Writer, link string, s *Set) {
 	}
 	if len(fit) > 0 {
 		top := fit[len(fit)-1]
-		wins := map[string]int{}
+		wins, tied := s.wins(top)
 		var examples []string
 		for _, wl := range s.Workloads {
 			best, _, _, ok := s.fastest(wl, top)
-			if !ok {
+			if !ok || len(examples) == 3 {
 				continue
 			}
-			wins[best]++
-			if len(examples) < 3 {
-				ns, _ := s.Median(allow(best, wl, top, unitNs))
-				ex := fmt.Sprintf("`%s` %s ns/op on `%s`", best, fmtNum(ns), wl)
-				if x, cmp, ok := s.speedAgainst(allow(best, wl, top, unitNs), allow(xrate, wl, top, unitNs)); ok {
-					ex += " (" + speedWords(x, cmp, "`xrate`", false) + ")"
-				}
-				examples = append(examples, ex)
+			ns, _ := s.Median(allow(best, wl, top, unitNs))
+			ex := fmt.Sprintf("`%s` %s ns/op on `%s`", best, fmtNum(ns), wl)
+			if x, cmp, ok := s.speedAgainst(allow(best, wl, top, unitNs), allow(xrate, wl, top, unitNs)); ok {
+				ex += " (" + speedWords(x, cmp, "`xrate`", false) + ")"
 			}
+			examples = append(examples, ex)
 		}
-		stores := slices.Clone(s.plainStores())
-		slices.SortStableFunc(stores, func(a, b string) int { return wins[b] - wins[a] })
-		var parts []string
-		for _, st := range stores {
-			if wins[st] > 0 {
-				parts = append(parts, fmt.Sprintf("`%s` on %d", st, wins[st]))
+		if len(wins) > 0 {
+			fmt.Fprintf(&b, " At `-cpu %d` the fastest store, by workload count: %s of %d workloads", top, s.winList(wins), len(s.Workloads))
+			if len(tied) > 0 {
+				fmt.Fprintf(&b, " (on %d the runner-up is statistically tied)", len(tied))
 			}
-		}
-		if len(parts) > 0 {
-			fmt.Fprintf(&b, " At `-cpu %d` the fastest store, by workload count: %s of %d workloads; for example %s.",
-				top, strings.Join(parts, ", "), len(s.Workloads), strings.Join(examples, ", "))
+			fmt.Fprintf(&b, "; for example %s.", strings.Join(examples, ", "))
 		}
 	}
 	if st, perKey := s.leanest(s.plainStores()); st != "" {
