@@ -178,7 +178,7 @@ func (s *Set) fastest(wl string, procs int) (best, next string, tie benchmath.Co
 		return 0
 	})
 	if len(es) > 1 {
-		tie = benchmath.AssumeNothing.Compare(s.Sample(allow(es[0].name, wl, procs, unitNs)), s.Sample(allow(es[1].name, wl, procs, unitNs)))
+		tie = compare(s.Sample(allow(es[0].name, wl, procs, unitNs)), s.Sample(allow(es[1].name, wl, procs, unitNs)))
 		next = es[1].name
 	}
 	return es[0].name, next, tie, true
@@ -755,7 +755,7 @@ func (m *md) deltas(base *Set) {
 				if old == nil || new == nil {
 					continue
 				}
-				cmp := benchmath.AssumeNothing.Compare(old, new)
+				cmp := compare(old, new)
 				o, _ := base.Median(c)
 				n, _ := s.Median(c)
 				m.p("| `%s` | %s | %d | %s | %s | %s | %s |", subj, wl, p, fmtNum(o), fmtNum(n), cmp.FormatDelta(o, n), cmp)
@@ -816,7 +816,7 @@ func (s *Set) speedAgainst(c, base Cell) (float64, benchmath.Comparison, bool) {
 	if !ok {
 		return 0, benchmath.Comparison{}, false
 	}
-	return x, benchmath.AssumeNothing.Compare(s.Sample(base), s.Sample(c)), true
+	return x, compare(s.Sample(base), s.Sample(c)), true
 }
 
 // speedWords words x and its test against than: "1.25× faster than

@@ -389,7 +389,7 @@ func (s *Set) medianRatio(num, den Cell) (MedianRatio, bool) {
 	}
 	return MedianRatio{
 		Ratio: n.Center / d.Center, Lo: lo, Hi: hi,
-		Test: benchmath.AssumeNothing.Compare(s.Sample(den), s.Sample(num)),
+		Test: compare(s.Sample(den), s.Sample(num)),
 	}, true
 }
 
