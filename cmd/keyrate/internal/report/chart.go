@@ -104,6 +104,9 @@ func subjectThroughput(s *Set, subj, wl string) (throughput, bool) {
 	return t, len(t.XYs) > 0
 }
 
+// dodge is the x offset of the i-th subject's points (see writeChart).
+func (s *Set) dodge(i int) float64 { return 0 }
+
 // noInterval reports whether a summary has no 95% interval: benchmath
 // gives a median of fewer than six runs the interval (-∞, +∞), and a
 // sample's low bound can be no time at all.
@@ -169,6 +172,9 @@ func writeChart(w io.Writer, s *Set, wl, format string) error {
 		t, ok := subjectThroughput(s, subj, wl)
 		if !ok {
 			continue
+		}
+		for k := range t.XYs {
+			t.XYs[k].X += s.dodge(i)
 		}
 		col, glyph, dashes := subjectStyle(i, subj)
 		line, points, err := plotter.NewLinePoints(t)
