@@ -104,8 +104,22 @@ func subjectThroughput(s *Set, subj, wl string) (throughput, bool) {
 	return t, len(t.XYs) > 0
 }
 
-// dodge is the x offset of the i-th subject's points (see writeChart).
-func (s *Set) dodge(i int) float64 { return 0 }
+// dodge is the x offset of the i-th subject's points: the subjects are
+// spread, in order, over a third of the smallest gap between two -cpu
+// values, centred on the value, so that equal medians with equal error
+// bars (common where goroutines share a 2-core machine) are drawn side by
+// side rather than over each other.
+func (s *Set) dodge(i int) float64 {
+	n := len(s.Subjects)
+	if n < 2 {
+		return 0
+	}
+	gap := 1.0
+	for k := 1; k < len(s.Procs); k++ {
+		gap = min(gap, float64(s.Procs[k]-s.Procs[k-1]))
+	}
+	return (float64(i)/float64(n-1) - 0.5) * gap / 3
+}
 
 // noInterval reports whether a summary has no 95% interval: benchmath
 // gives a median of fewer than six runs the interval (-∞, +∞), and a
@@ -163,7 +177,7 @@ func writeChart(w io.Writer, s *Set, wl, format string) error {
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	if n := len(s.Procs); n > 0 {
 		p.X.Min = 0
-		p.X.Max = float64(s.Procs[n-1]) * 1.05
+		p.X.Max = max(float64(s.Procs[n-1])*1.05, float64(s.Procs[n-1])+0.25) // room for the dodge
 	}
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
