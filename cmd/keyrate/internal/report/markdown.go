@@ -448,6 +448,9 @@ func (m *md) policies() {
 				target = "not counted (†)"
 			case r.Ratio > t.max:
 				target = fmt.Sprintf("≤ %g×: ✗ missed", t.max)
+				if r.Test.P >= r.Test.Alpha {
+					target += "; no significant difference"
+				}
 			case r.Hi > t.max:
 				target = fmt.Sprintf("≤ %g×: ✓ met by the medians; the interval reaches past it", t.max)
 			default:

@@ -442,8 +442,11 @@ func (s *Set) policyOverhead(policy, what, base string) Verdict {
 			continue
 		}
 		note := ""
-		if r.Ratio <= t.max && r.Hi > t.max {
+		switch {
+		case r.Ratio <= t.max && r.Hi > t.max:
 			note = "; the interval reaches past the target"
+		case r.Ratio > t.max && r.Test.P >= r.Test.Alpha:
+			note = fmt.Sprintf("; no significant difference from the one-window row (%s)", r.Test)
 		}
 		c.add(r.Ratio <= t.max, "%s %s -cpu %d: %s%s", r.Base, r.Workload, r.Procs, r, note)
 	}
