@@ -188,3 +188,12 @@ func TestChartFewRuns(t *testing.T) {
 	require.NoError(t, writeChart(&svg, s, "hotkey", "svg"))
 	assert.False(t, strings.Contains(svg.String(), "no error bars"), "a chart of six runs says it has no error bars")
 }
+
+// TestFmtNumHuge: a huge figure (a corrupted file's 1.7e308 ns/op) is
+// printed in a few characters, not as 309 digits.
+func TestFmtNumHuge(t *testing.T) {
+	assert.Equal(t, "1.7e+308", fmtNum(1.7e308))
+	assert.Equal(t, "-2.5e+12", fmtNum(-2.5e12))
+	assert.Equal(t, "999999999", fmtNum(999999999))
+	assert.Equal(t, "1246", fmtNum(1246.3))
+}
