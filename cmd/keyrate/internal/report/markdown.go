@@ -797,9 +797,11 @@ func fmtSummary(s *Set, c Cell) string {
 }
 
 // fmtNum prints v with four significant digits, without exponent for the
-// sizes these reports hold.
+// sizes these reports hold (below 10⁹), with one above.
 func fmtNum(v float64) string {
 	switch a := math.Abs(v); {
+	case a >= 1e9:
+		return fmt.Sprintf("%.4g", v)
 	case a >= 1000:
 		return fmt.Sprintf("%.0f", v)
 	case a >= 100:
