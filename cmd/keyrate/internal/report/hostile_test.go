@@ -197,3 +197,14 @@ func TestFmtNumHuge(t *testing.T) {
 	assert.Equal(t, "999999999", fmtNum(999999999))
 	assert.Equal(t, "1246", fmtNum(1246.3))
 }
+
+// TestLinesSkippedBackticks: a skipped line whose name holds backticks is
+// listed in one code span that they do not end early.
+func TestLinesSkippedBackticks(t *testing.T) {
+	s := readOK(t, lines("store=atomic/wl=hotkey", 1, 3, 40, 0)+
+		"BenchmarkAllow/store=at`o``mic/wl=hotkey \t1000\tNaN ns/op\n", "tick.txt")
+	require.Len(t, s.Warnings, 1)
+	var buf bytes.Buffer
+	Markdown(&buf, s)
+	assert.Contains(t, buf.String(), "\n- ``` "+s.Warnings[0]+" ```\n")
+}
