@@ -774,9 +774,29 @@ func (m *md) warnings() {
 	}
 	m.p("## Lines skipped\n")
 	for _, w := range m.s.Warnings {
-		m.p("- `%s`", w)
+		m.p("- %s", codeSpan(w))
 	}
 	m.p("")
+}
+
+// codeSpan is text as a markdown code span: in one backtick, or, if text
+// holds backticks, in one more than its longest run of them, with a space
+// inside each end (CommonMark's rule), so that no backtick of text ends it.
+func codeSpan(text string) string {
+	run, longest := 0, 0
+	for _, r := range text {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	if longest == 0 {
+		return "`" + text + "`"
+	}
+	fence := strings.Repeat("`", longest+1)
+	return fence + " " + text + " " + fence
 }
 
 // commitNote is " (commit X)" if the set's machine facts name one.
