@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,4 +208,30 @@ func TestLinesSkippedBackticks(t *testing.T) {
 	var buf bytes.Buffer
 	Markdown(&buf, s)
 	assert.Contains(t, buf.String(), "\n- ``` "+s.Warnings[0]+" ```\n")
+}
+
+// zeros is an endless stream of NUL bytes, as /dev/zero gives, that
+// counts what it gave.
+type zeros struct{ n int }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	clear(p)
+	z.n += len(p)
+	return len(p), nil
+}
+
+// TestReadEndlessLine: a line with no end (keyrate report /dev/zero) is
+// an error after a bounded read, naming its line and the bound, not a
+// read that never returns.
+func TestReadEndlessLine(t *testing.T) {
+	z := &zeros{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Read(io.LimitReader(z, 1<<30), "zero")
+		done <- err
+	}()
+	err := <-done
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "zero:1: a line of more than 16777216 bytes")
+	assert.Less(t, z.n, 32<<20, "read %d bytes before giving up", z.n)
 }
