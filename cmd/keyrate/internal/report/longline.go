@@ -3,6 +3,7 @@ package report
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -11,6 +12,18 @@ import (
 // limit, and stops at a longer one with "token too long", the rest of
 // the file unread.
 const maxLine = bufio.MaxScanTokenSize
+
+// maxSkip is the longest line lineLimiter skips: a longer one is no
+// benchmark output (an endless stream such as /dev/zero, a binary file),
+// and ends the read with an error.
+const maxSkip = 16 << 20
+
+// errEndless is lineLimiter's error for a line longer than maxSkip.
+type errEndless struct{ line int }
+
+func (e *errEndless) Error() string {
+	return fmt.Sprintf("line %d: a line of more than %d bytes: not benchmark output", e.line, maxSkip)
+}
 
 // longLine is a line that lineLimiter left out: its number and length.
 type longLine struct {
@@ -47,6 +60,10 @@ func (l *lineLimiter) Read(p []byte) (int, error) {
 			ll := longLine{line: l.line + 1, start: string(chunk[:min(len(chunk), 40)])}
 			for errors.Is(err, bufio.ErrBufferFull) {
 				ll.bytes += len(chunk)
+				if ll.bytes > maxSkip {
+					l.err = &errEndless{ll.line}
+					return 0, l.err
+				}
 				chunk, err = l.r.ReadSlice('\n')
 			}
 			ll.bytes += len(chunk)

@@ -16,6 +16,7 @@ package report
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -329,6 +330,9 @@ func Read(r io.Reader, label string) (*Set, error) {
 		}
 	}
 	if err := br.Err(); err != nil {
+		if e := (*errEndless)(nil); errors.As(err, &e) {
+			return nil, fmt.Errorf("%s:%d: a line of more than %d bytes: not benchmark output", label, e.line, maxSkip)
+		}
 		return nil, err
 	}
 	for _, l := range lr.long {
