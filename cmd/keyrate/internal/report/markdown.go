@@ -122,7 +122,7 @@ func (m *md) machine() {
 	}
 	m.p("| fact | value |\n|---|---|")
 	for _, f := range m.s.Machine {
-		m.p("| %s | `%s` |", f.Key, strings.ReplaceAll(f.Value, "|", `\|`))
+		m.p("| %s | %s |", f.Key, strings.ReplaceAll(codeSpan(f.Value), "|", `\|`))
 	}
 	m.p("")
 	m.p("The load averages are the whole machine's before and after the run: on a shared machine other work competes with the benchmarks, so compare subjects measured in this one run, not absolute times across runs.\n")

@@ -27,7 +27,11 @@ func Brief(w io.Writer, link string, s *Set) {
 	}
 	dir := strings.TrimSuffix(strings.TrimSuffix(link, ReportFile), "/")
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Latest full report: [%s](%s)**", dir, link)
+	target := link
+	if strings.ContainsAny(link, " ()") {
+		target = "<" + link + ">" // CommonMark's form for a target with spaces
+	}
+	fmt.Fprintf(&b, "**Latest full report: [%s](%s)**", dir, target)
 	var facts []string
 	if d := s.Fact("date"); d != "" {
 		facts = append(facts, d[:min(len(d), 10)])
