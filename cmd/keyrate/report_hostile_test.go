@@ -159,3 +159,28 @@ func TestReportReadmeMarkersLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "# p\n\n"+report.ReadmeBegin+"\nold\n", string(got), "the README is left as it was")
 }
+
+// TestReportKeepsOtherReadme: -o naming a directory whose README.md is
+// not a keyrate report (the project's root, "-o .") is an error that
+// leaves that README as it was; the report's page is named README.md,
+// and it would replace the project's own.
+func TestReportKeepsOtherReadme(t *testing.T) {
+	dir := t.TempDir()
+	in := writeIn(t, dir, "r.txt", benchLines("store=atomic/wl=hotkey", 10, 40))
+	mine := "# my project\n\nDo not lose me.\n"
+	readme := writeIn(t, dir, "README.md", mine)
+	_, stderr, code := keyrateProcess(t, "", "", "report", "-o", dir, in)
+	assert.Equal(t, 1, code, "stderr %q", stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+	assert.Contains(t, stderr, readme)
+	got, err := os.ReadFile(readme)
+	require.NoError(t, err)
+	assert.Equal(t, mine, string(got), "the project's README is kept")
+
+	// A report it wrote before is replaced.
+	out := filepath.Join(dir, "rep")
+	for range 2 {
+		_, stderr, code = keyrateProcess(t, "", "", "report", "-o", out, in)
+		require.Equal(t, 0, code, "stderr %q", stderr)
+	}
+}
