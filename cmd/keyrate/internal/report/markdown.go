@@ -2,8 +2,10 @@ package report
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -24,6 +26,9 @@ func Write(dir string, sets ...*Set) error {
 	if len(sets) < 1 || len(sets) > 2 {
 		return fmt.Errorf("report: want 1 or 2 result sets, got %d", len(sets))
 	}
+	if err := checkReplace(filepath.Join(dir, ReportFile)); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -42,16 +47,40 @@ func Write(dir string, sets ...*Set) error {
 	return os.WriteFile(filepath.Join(dir, ReportFile), buf.Bytes(), 0o644)
 }
 
+// reportTitle begins every page Markdown writes.
+const reportTitle = "# keyrate benchmark report"
+
+// checkReplace returns an error if path exists and is not a page Markdown
+// wrote: ReportFile is README.md, and a directory's README.md is often
+// something else (the project's own, with "-o ."), which Write must not
+// replace.
+func checkReplace(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, len(reportTitle))
+	n, _ := io.ReadFull(f, head)
+	if string(head[:n]) != reportTitle {
+		return fmt.Errorf("%s exists and is no keyrate report (it does not begin %q): not replacing it; write the report into another directory", path, reportTitle)
+	}
+	return nil
+}
+
 // Markdown writes the report's markdown page on sets (see Write) to w. The
 // charts it links to are written by Write.
 func Markdown(w io.Writer, sets ...*Set) {
 	cur := sets[len(sets)-1]
 	m := &md{w: w, s: cur}
-	title := "keyrate benchmark report"
+	title := reportTitle
 	if d := cur.Fact("date"); d != "" {
 		title += ", " + d[:min(len(d), 10)]
 	}
-	m.p("# %s\n", title)
+	m.p("%s\n", title)
 	var labels []string
 	for _, s := range sets {
 		labels = append(labels, s.Label)
