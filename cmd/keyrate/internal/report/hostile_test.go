@@ -235,3 +235,32 @@ func TestReadEndlessLine(t *testing.T) {
 	assert.Contains(t, err.Error(), "zero:1: a line of more than 16777216 bytes")
 	assert.Less(t, z.n, 32<<20, "read %d bytes before giving up", z.n)
 }
+
+// TestLineLimiterEnds: the line filter passes a last line without its
+// newline, and replaces a long last line without one by an empty line,
+// keeping every other byte and the line count.
+func TestLineLimiterEnds(t *testing.T) {
+	long := strings.Repeat("x", maxLine+10)
+	for in, want := range map[string]string{
+		"a\nb":              "a\nb",
+		"a\r\nb\r\n":        "a\r\nb\r\n",
+		"a\n" + long:        "a\n\n",
+		long + "\nb\n":      "\nb\n",
+		"":                  "",
+		"\n\n":              "\n\n",
+		"a\n" + long + "\n": "a\n\n",
+	} {
+		l := newLineLimiter(strings.NewReader(in))
+		got, err := io.ReadAll(l)
+		require.NoError(t, err)
+		assert.Equal(t, want, string(got), "input of %d bytes", len(in))
+		assert.Equal(t, strings.Count(want, "\n")+boolInt(want != "" && !strings.HasSuffix(want, "\n")), l.line, "lines of %.20q", in)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
