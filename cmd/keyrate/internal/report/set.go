@@ -16,6 +16,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -131,7 +132,8 @@ type Set struct {
 	// file, its line and why: a line that does not parse or is longer
 	// than the benchmark format's 64 KiB, a value that is not a finite
 	// number or cannot be a measurement (a negative figure, a time of
-	// zero), a BenchmarkAllow result without its store= or wl= part.
+	// zero), a name holding '|' (which would split its table cells), a
+	// BenchmarkAllow result without its store= or wl= part.
 	Warnings []string
 
 	samples map[Cell]*benchmath.Sample
@@ -228,6 +230,11 @@ func Read(r io.Reader, label string) (*Set, error) {
 			// return, and an infinity, a negative figure or a time of
 			// zero is no measurement either.
 			warn(res, "%s", w)
+			continue
+		}
+		if bytes.IndexByte(res.Name, '|') >= 0 {
+			// A '|' would split the name's cell in every table.
+			warn(res, "a name holding '|' cannot be a table cell")
 			continue
 		}
 		base, parts := res.Name.Parts()
