@@ -59,10 +59,14 @@ func withRefund(r *http.Request, l keyrate.PolicyLimiter, lc contextPolicies, ke
 // returns nil.
 //
 // It returns an error wrapping ErrNotRefundable for a request the
-// middleware did not admit with WithRefunds, keyrate.ErrInvalidCost for a
-// cost below 1 or above what the request spent and has not had back (and
-// then refunds nothing), or the limiter's error.
+// middleware did not admit with WithRefunds (a nil r included),
+// keyrate.ErrInvalidCost for a cost below 1 or above what the request
+// spent and has not had back (and then refunds nothing), or the limiter's
+// error.
 func Refund(r *http.Request, cost int) error {
+	if r == nil {
+		return ErrNotRefundable
+	}
 	rf, _ := r.Context().Value(refundKey{}).(*refund)
 	if rf == nil {
 		return ErrNotRefundable
