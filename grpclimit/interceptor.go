@@ -19,7 +19,9 @@ import (
 // Interceptor rate-limits gRPC calls: its Unary and Stream methods are a
 // grpc.UnaryServerInterceptor and a grpc.StreamServerInterceptor that
 // share one configuration and the limiter's buckets. It is safe for
-// concurrent use.
+// concurrent use. Create one with New: one that New did not make (the zero
+// Interceptor, or a nil *Interceptor) ends every call with codes.Internal,
+// calling no handler, rather than panicking in the server.
 type Interceptor struct {
 	limiter keyrate.Limiter
 	// policies is limiter as a PolicyLimiter, or nil if it is not one.
@@ -78,6 +80,9 @@ func New(limiter keyrate.Limiter, opts ...Option) (*Interceptor, error) {
 	return in, nil
 }
 
+// errNotFromNew ends a call through an Interceptor that New did not make.
+var errNotFromNew = status.Error(codes.Internal, "grpclimit: the Interceptor was not made by grpclimit.New")
+
 // Unary is a grpc.UnaryServerInterceptor: it decides the call and either
 // calls handler or returns the refusal's status error. Called other than
 // by gRPC, without info or handler, it returns a codes.Internal error and
@@ -85,6 +90,9 @@ func New(limiter keyrate.Limiter, opts ...Option) (*Interceptor, error) {
 func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if info == nil || handler == nil {
 		return nil, status.Error(codes.Internal, "grpclimit: Unary called without its UnaryServerInfo or handler")
+	}
+	if in == nil || in.limiter == nil {
+		return nil, errNotFromNew
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -103,6 +111,9 @@ func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 func (in *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if ss == nil || info == nil || handler == nil {
 		return status.Error(codes.Internal, "grpclimit: Stream called without its ServerStream, StreamServerInfo or handler")
+	}
+	if in == nil || in.limiter == nil {
+		return errNotFromNew
 	}
 	ctx := ss.Context()
 	if ctx == nil {
