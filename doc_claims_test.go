@@ -153,6 +153,7 @@ func TestClaimFillTime(t *testing.T) {
 		{keyrate.Limit{Rate: 3, Per: 10 * time.Nanosecond, Burst: 1}, 4 * time.Nanosecond}, // 10/3 rounded up
 		{keyrate.PerMinute(3).Using(keyrate.FixedWindow), time.Minute},
 		{keyrate.PerMinute(3).Using(keyrate.SlidingWindow), 2 * time.Minute},
+		{keyrate.PerSecond(17), time.Second}, // 17·(1s/17), exactly 1s
 	} {
 		if got := c.l.FillTime(); got != c.want {
 			t.Errorf("%v: FillTime() = %v, want %v", c.l, got, c.want)
