@@ -140,9 +140,11 @@ func TestClaimStringForms(t *testing.T) {
 	}
 }
 
-// "FillTime returns how long an empty bucket takes to fill: Burst·Per/Rate,
-// rounded up to a whole nanosecond ... Per for FixedWindow, 2·Per for
-// SlidingWindow".
+// FillTime: "how long an empty bucket takes to fill in a store, rounded up
+// to a whole nanosecond: a key idle that long is back to a full bucket. For
+// a limit enforced exactly ... it is Burst·Per/Rate; for any other ... a
+// little longer (PerSecond(17): 1.00000001s) ... Per for FixedWindow, 2·Per
+// for SlidingWindow. It is 0 for a limit that Validate rejects."
 func TestClaimFillTime(t *testing.T) {
 	for _, c := range []struct {
 		l    keyrate.Limit
@@ -153,11 +155,29 @@ func TestClaimFillTime(t *testing.T) {
 		{keyrate.Limit{Rate: 3, Per: 10 * time.Nanosecond, Burst: 1}, 4 * time.Nanosecond}, // 10/3 rounded up
 		{keyrate.PerMinute(3).Using(keyrate.FixedWindow), time.Minute},
 		{keyrate.PerMinute(3).Using(keyrate.SlidingWindow), 2 * time.Minute},
-		{keyrate.PerSecond(17), time.Second}, // 17·(1s/17), exactly 1s
+		{keyrate.PerSecond(17), time.Second + 10}, // not exact: 17 ticks of 1s/17 rounded up
+		{keyrate.Limit{}, 0},
+		{keyrate.Limit{Rate: 1, Per: math.MaxInt64, Burst: 3}, 0}, // a fill time beyond the state's range
 	} {
 		if got := c.l.FillTime(); got != c.want {
 			t.Errorf("%v: FillTime() = %v, want %v", c.l, got, c.want)
 		}
+	}
+	// The bucket a store empties is full again at FillTime, not before.
+	for _, l := range []keyrate.Limit{keyrate.PerSecond(17), keyrate.PerMinute(3), {Rate: 1_000_003, Per: time.Second, Burst: 1_000_003}, {Rate: 17, Per: time.Millisecond, Burst: 1}} {
+		eachClaimStore(t, l, func(t *testing.T, s claimStore, clk *clock.Manual) {
+			if d, err := s.AllowN("k", l.Burst); err != nil || !d.Allowed || d.ResetAfter != l.FillTime() {
+				t.Fatalf("%v: AllowN(k, Burst) = %+v, %v; want allowed, ResetAfter %v", l, d, err, l.FillTime())
+			}
+			clk.Set(l.FillTime() - 1)
+			if d := s.Peek("k"); d.Remaining == l.Burst {
+				t.Errorf("%v: full 1ns before FillTime %v", l, l.FillTime())
+			}
+			clk.Set(l.FillTime())
+			if d := s.Peek("k"); d.Remaining != l.Burst || d.ResetAfter != 0 {
+				t.Errorf("%v: at FillTime %v, Peek = %+v, want full", l, l.FillTime(), d)
+			}
+		})
 	}
 }
 

@@ -67,11 +67,15 @@ func (l Limit) unit() (tick.Unit, error) {
 	return u, nil
 }
 
-// FillTime returns how long an empty bucket takes to fill: Burst·Per/Rate,
-// rounded up to a whole nanosecond. A key idle that long is back to a full
-// bucket. Under a window algorithm it is how long a key idle from the
-// start of a window takes to have no requests counted: Per for
-// FixedWindow, 2·Per for SlidingWindow.
+// FillTime returns how long an empty bucket takes to fill in a store,
+// rounded up to a whole nanosecond: a key idle that long is back to a full
+// bucket. For a limit enforced exactly (see "Time unit and exactness" in
+// the package documentation) it is Burst·Per/Rate; for any other the store
+// rounds the token interval up, so it is a little longer (PerSecond(17):
+// 1.00000001s). Under a window algorithm it is how long a key idle from
+// the start of a window takes to have no requests counted: Per for
+// FixedWindow, 2·Per for SlidingWindow. It is 0 for a limit that Validate
+// rejects.
 func (l Limit) FillTime() time.Duration {
 	u, err := l.unit()
 	if err != nil {
