@@ -762,3 +762,115 @@ func TestClaimObserverEvents(t *testing.T) {
 		return ""
 	}))
 }
+
+// Wait: "If ctx is done while waiting, it cancels its reservation
+// (Reservation.Cancel) and returns ctx.Err()"; it "sleeps on the store's
+// clock, on the calling goroutine".
+func TestClaimWaitCancelledWhileSleeping(t *testing.T) {
+	eachClaimStore(t, keyrate.PerMinute(1), func(t *testing.T, s claimStore, clk *clock.Manual) {
+		if !s.Allow("k") {
+			t.Fatal("first request denied")
+		}
+		before := s.Peek("k")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Wait(ctx, "k", 1) }()
+		if err := clk.AwaitSleepers(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if at, ok := clk.Next(); !ok || at != time.Minute {
+			t.Errorf("the waiter sleeps until %v (%v), want 1m", at, ok)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait cancelled while sleeping = %v, want context.Canceled", err)
+		}
+		if after := s.Peek("k"); after != before {
+			t.Errorf("a cancelled Wait kept its reservation: Peek %+v, want %+v", after, before)
+		}
+	})
+}
+
+// Tier: "it follows the store's SetPolicy: a request made with it after a
+// change is decided under the new limits"; SetPolicy "adds p"; Policies
+// returns "the policies the limiter enforces now, the default included".
+func TestClaimTierFollowsSetPolicy(t *testing.T) {
+	eachClaimStore(t, keyrate.PerSecond(1), func(t *testing.T, s claimStore, _ *clock.Manual) {
+		pro, err := s.Tier("pro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetPolicy(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(50)}}); err != nil {
+			t.Fatal(err)
+		}
+		if pro.Name() != "pro" {
+			t.Fatalf("Tier(pro).Name() = %q", pro.Name())
+		}
+		if d, err := s.AllowTier("k", pro, 30); err != nil || !d.Allowed || d.Limit != keyrate.PerSecond(50) {
+			t.Errorf("AllowTier with a Tier taken before SetPolicy = %+v, %v; want decided under 50/s", d, err)
+		}
+		if _, err := s.Tier("new"); !errors.Is(err, keyrate.ErrUnknownPolicy) {
+			t.Fatalf("Tier(new) before it was added = %v", err)
+		}
+		if err := s.SetPolicy(keyrate.Unlimited("new")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Tier("new"); err != nil {
+			t.Errorf("Tier(new) after SetPolicy added it = %v", err)
+		}
+		names := map[string]bool{}
+		for _, p := range s.Policies() {
+			names[p.Name] = true
+		}
+		if len(names) != 3 || !names[keyrate.DefaultPolicy] || !names["pro"] || !names["new"] {
+			t.Errorf("Policies() names %v, want default, pro and new", names)
+		}
+	}, keyrate.WithPolicies(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(10)}}))
+}
+
+// ErrInvalidKey: "The in-process stores accept every string, the empty
+// string included"; WithPolicyFunc: "the empty name is the default policy".
+func TestClaimEveryKeyAccepted(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	eachClaimStore(t, keyrate.PerSecond(1), func(t *testing.T, s claimStore, _ *clock.Manual) {
+		for _, key := range []string{"", huge, "\x00", "\xff\xfe", strings.Repeat("é", 1000)} {
+			d, err := s.AllowN(key, 1)
+			if err != nil || !d.Allowed || d.Policy != keyrate.DefaultPolicy {
+				t.Errorf("AllowN(%.8q) = %+v, %v; want allowed under the default policy", key, d, err)
+			}
+			if s.Allow(key) {
+				t.Errorf("second request of %.8q allowed at 1/s", key)
+			}
+		}
+		if s.Len() != 5 {
+			t.Errorf("Len() = %d, want 5", s.Len())
+		}
+	}, keyrate.WithPolicyFunc(func(string) string { return "" }))
+}
+
+// Decision.Window: "the one with the fewest tokens left (the first of
+// those), which, when the request was denied, is one that denied it";
+// Remaining "the least over the policy's windows"; RetryAfter "the time
+// until every window will hold the requested cost".
+func TestClaimDecisionWindow(t *testing.T) {
+	eachClaimStore(t, keyrate.PerSecond(1), func(t *testing.T, s claimStore, clk *clock.Manual) {
+		// Two windows of 4: equal after each spend, so the first is reported.
+		d, err := s.AllowN("k", 2)
+		if err != nil || !d.Allowed || d.Window != 0 || d.Remaining != 2 || d.Limit != keyrate.PerSecond(4) {
+			t.Fatalf("AllowN(k, 2) = %+v, %v; want window 0 (a tie), 2 left", d, err)
+		}
+		clk.Advance(time.Second) // the per-second window refills; the per-minute one does not
+		d, err = s.AllowN("k", 3) // the second window holds 2 and 1/15
+		if err != nil || d.Allowed || d.Window != 1 || d.Remaining != 2 || d.RetryAfter != 14*time.Second {
+			t.Fatalf("AllowN(k, 3) a second later = %+v, %v; want denied by window 1, 2 left, RetryAfter 14s", d, err)
+		}
+		d, err = s.AllowN("k", 2)
+		if err != nil || !d.Allowed || d.Window != 1 || d.Remaining != 0 {
+			t.Fatalf("AllowN(k, 2) = %+v, %v; want allowed, window 1 with 0 left", d, err)
+		}
+		d, _ = s.AllowN("k", 1)
+		if d.Allowed || d.Window != 1 || d.RetryAfter != 14*time.Second {
+			t.Errorf("AllowN(k, 1) with the minute window empty = %+v; want denied by window 1, RetryAfter 14s", d)
+		}
+	}, keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{keyrate.PerSecond(4), keyrate.PerMinute(4)}}))
+}
