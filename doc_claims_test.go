@@ -874,3 +874,33 @@ func TestClaimDecisionWindow(t *testing.T) {
 		}
 	}, keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{keyrate.PerSecond(4), keyrate.PerMinute(4)}}))
 }
+
+// A key whose policy, by WithPolicyFunc, the store lacks: AllowN and
+// Reserve "return an error wrapping ErrUnknownPolicy (and Allow false)";
+// Refund likewise; Peek reports the zero Decision (Allowed false), as
+// redisbucket documents; and nothing is stored.
+func TestClaimUnknownPolicyFromFunc(t *testing.T) {
+	eachClaimStore(t, keyrate.PerSecond(1), func(t *testing.T, s claimStore, _ *clock.Manual) {
+		if s.Allow("k") {
+			t.Error("Allow under an unknown policy = true")
+		}
+		if _, err := s.AllowN("k", 1); !errors.Is(err, keyrate.ErrUnknownPolicy) || !strings.Contains(err.Error(), "gone") {
+			t.Errorf("AllowN = %v, want ErrUnknownPolicy naming it", err)
+		}
+		if _, err := s.Reserve("k", 1, time.Second); !errors.Is(err, keyrate.ErrUnknownPolicy) {
+			t.Errorf("Reserve = %v, want ErrUnknownPolicy", err)
+		}
+		if err := s.Wait(context.Background(), "k", 1); !errors.Is(err, keyrate.ErrUnknownPolicy) {
+			t.Errorf("Wait = %v, want ErrUnknownPolicy", err)
+		}
+		if err := s.Refund("k", 1); !errors.Is(err, keyrate.ErrUnknownPolicy) {
+			t.Errorf("Refund = %v, want ErrUnknownPolicy", err)
+		}
+		if d := s.Peek("k"); d != (keyrate.Decision{}) {
+			t.Errorf("Peek = %+v, want the zero Decision", d)
+		}
+		if s.Len() != 0 {
+			t.Errorf("Len() = %d, want 0", s.Len())
+		}
+	}, keyrate.WithPolicyFunc(func(string) string { return "gone" }))
+}

@@ -20,7 +20,9 @@ type Limiter interface {
 	// Peek reports the state of key's bucket without spending: Allowed and
 	// RetryAfter say what a cost-1 request would get now, Remaining is the
 	// whole tokens available now. An unknown key reports a full bucket and
-	// is not stored.
+	// is not stored. A key that WithPolicyFunc puts under a policy the
+	// store lacks (where AllowN returns ErrUnknownPolicy) reports the zero
+	// Decision.
 	Peek(key string) Decision
 
 	// Len returns the number of keys the limiter tracks.
