@@ -859,7 +859,7 @@ func TestClaimDecisionWindow(t *testing.T) {
 		if err != nil || !d.Allowed || d.Window != 0 || d.Remaining != 2 || d.Limit != keyrate.PerSecond(4) {
 			t.Fatalf("AllowN(k, 2) = %+v, %v; want window 0 (a tie), 2 left", d, err)
 		}
-		clk.Advance(time.Second) // the per-second window refills; the per-minute one does not
+		clk.Advance(time.Second)  // the per-second window refills; the per-minute one does not
 		d, err = s.AllowN("k", 3) // the second window holds 2 and 1/15
 		if err != nil || d.Allowed || d.Window != 1 || d.Remaining != 2 || d.RetryAfter != 14*time.Second {
 			t.Fatalf("AllowN(k, 3) a second later = %+v, %v; want denied by window 1, 2 left, RetryAfter 14s", d, err)
