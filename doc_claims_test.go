@@ -904,3 +904,51 @@ func TestClaimUnknownPolicyFromFunc(t *testing.T) {
 		}
 	}, keyrate.WithPolicyFunc(func(string) string { return "gone" }))
 }
+
+// Option: "A store's New applies its options in order. Of an option given
+// twice the later wins, except WithPolicies, whose policies add to an
+// earlier one's (a name given twice is then an error); a nil Option, and
+// WithClock(nil) or WithObserver(nil), change nothing. New returns the
+// error of the first invalid option."
+func TestClaimOptionsInOrder(t *testing.T) {
+	a, b := clock.NewManual(0), clock.NewManual(time.Hour)
+	var seen []string
+	obs := keyrate.ObserverFunc(func(e keyrate.Event) { seen = append(seen, e.Key) })
+	for _, c := range claimStores {
+		s, err := c.new(keyrate.PerSecond(1),
+			keyrate.WithMaxKeys(1), keyrate.WithMaxKeys(2),
+			keyrate.WithClock(a), keyrate.WithClock(b), keyrate.WithClock(nil), nil,
+			keyrate.WithObserver(obs), keyrate.WithObserver(nil),
+			keyrate.WithPolicies(keyrate.Unlimited("x")), keyrate.WithPolicies(keyrate.Unlimited("y")),
+			keyrate.WithPolicyFunc(func(string) string { return "x" }), keyrate.WithPolicyFunc(func(string) string { return "" }))
+		if err != nil {
+			t.Fatalf("%s: New = %v", c.name, err)
+		}
+		seen = seen[:0]
+		s.Allow("k1")
+		s.Allow("k2")
+		if _, err := s.AllowN("k3", 1); !errors.Is(err, keyrate.ErrStoreFull) {
+			t.Errorf("%s: a third key with WithMaxKeys(1) then (2) = %v, want ErrStoreFull", c.name, err)
+		}
+		if len(seen) != 3 {
+			t.Errorf("%s: the observer saw %v, want 3 events: WithObserver(nil) dropped it", c.name, seen)
+		}
+		for _, name := range []string{"x", "y"} {
+			if _, err := s.Tier(name); err != nil {
+				t.Errorf("%s: Tier(%s) = %v: WithPolicies given twice lost one", c.name, name, err)
+			}
+		}
+		b.Advance(time.Second)
+		if !s.Allow("k1") {
+			t.Errorf("%s: k1 denied a second after, on the later clock: the store reads another", c.name)
+		}
+		s.Close()
+		_, err = c.new(keyrate.PerSecond(1), keyrate.WithMaxKeys(0), keyrate.WithSweepInterval(-1))
+		if err == nil || !strings.Contains(err.Error(), "WithMaxKeys") || strings.Contains(err.Error(), "WithSweepInterval") {
+			t.Errorf("%s: two invalid options: %v, want the first's error only", c.name, err)
+		}
+		if _, err := c.new(keyrate.PerSecond(1), keyrate.WithPolicies(keyrate.Unlimited("x")), keyrate.WithPolicies(keyrate.Unlimited("x"))); !errors.Is(err, keyrate.ErrInvalidPolicy) {
+			t.Errorf("%s: one name in two WithPolicies = %v, want ErrInvalidPolicy", c.name, err)
+		}
+	}
+}

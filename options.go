@@ -11,6 +11,12 @@ import (
 // Option configures a store. The options every store accepts are in this
 // package; options for one store live in that store's package, and a store
 // given another store's option fails with ErrInvalidOption.
+//
+// A store's New applies its options in order. Of an option given twice the
+// later wins, except WithPolicies, whose policies add to an earlier one's
+// (a name given twice is then an error); a nil Option, and WithClock(nil)
+// or WithObserver(nil), change nothing. New returns the error of the first
+// invalid option.
 type Option func(*settings.Settings[Policy])
 
 // WithClock makes the store read time from c instead of clock.System(). A
