@@ -3,8 +3,10 @@ package keyrate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -949,6 +951,46 @@ func TestClaimOptionsInOrder(t *testing.T) {
 		}
 		if _, err := c.new(keyrate.PerSecond(1), keyrate.WithPolicies(keyrate.Unlimited("x")), keyrate.WithPolicies(keyrate.Unlimited("x"))); !errors.Is(err, keyrate.ErrInvalidPolicy) {
 			t.Errorf("%s: one name in two WithPolicies = %v, want ErrInvalidPolicy", c.name, err)
+		}
+	}
+}
+
+// BoundedLimiter.Close stops "every ... goroutine the store started ... and
+// waits for them to return. It is safe to call more than once": here from
+// several goroutines at once, while others call the store and sweep it (a
+// race the race detector would see), and the store keeps answering after.
+// The package's TestMain fails the binary if a sweeper outlives it.
+func TestClaimCloseConcurrentWithUse(t *testing.T) {
+	for _, c := range claimStores {
+		s, err := c.new(keyrate.PerSecond(1000), keyrate.WithSweepInterval(time.Millisecond), keyrate.WithEvictionGrace(0), keyrate.WithMaxKeys(64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				for i := range 200 {
+					s.Allow(fmt.Sprint(g, "-", i%100))
+					if i%50 == 0 {
+						s.Sweep()
+					}
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				if err := s.Close(); err != nil {
+					t.Errorf("%s: Close() = %v", c.name, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if st := s.Stats(); st.Keys > 64 || s.Len() > 64 {
+			t.Errorf("%s: %+v, Len %d: above WithMaxKeys(64)", c.name, st, s.Len())
+		}
+		if _, err := s.AllowN("after", 1); err != nil && !errors.Is(err, keyrate.ErrStoreFull) {
+			t.Errorf("%s: AllowN after Close = %v", c.name, err)
 		}
 	}
 }
