@@ -1,6 +1,7 @@
 package mutexbucket_test
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,13 +14,19 @@ func Example() {
 	clk := clock.NewManual(0) // a manual clock keeps the example deterministic
 	store, err := mutexbucket.New(keyrate.PerMinute(3), keyrate.WithClock(clk))
 	if err != nil {
-		panic(err)
+		panic(err) // keyrate.ErrInvalidLimit or ErrInvalidOption, naming the value
 	}
+	defer store.Close()
 	for i := 0; i < 4; i++ {
 		fmt.Println("alice:", store.Allow("alice"))
 	}
-	d, _ := store.AllowN("alice", 1)
-	fmt.Println("retry after:", d.RetryAfter)
+	d, err := store.AllowN("alice", 1)
+	if err != nil {
+		panic(err) // a cost below 1 or above Burst, or a full store
+	}
+	fmt.Println("allowed:", d.Allowed, "retry after:", d.RetryAfter)
+	_, err = store.AllowN("alice", 4)
+	fmt.Println("cost 4:", errors.Is(err, keyrate.ErrCostExceedsBurst), err)
 	clk.Advance(20 * time.Second)
 	fmt.Println("20s later:", store.Allow("alice"))
 	// Output:
@@ -27,6 +34,7 @@ func Example() {
 	// alice: true
 	// alice: true
 	// alice: false
-	// retry after: 20s
+	// allowed: false retry after: 20s
+	// cost 4: true keyrate: cost exceeds burst: cost 4 is above the burst of 3
 	// 20s later: true
 }
