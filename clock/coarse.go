@@ -86,8 +86,13 @@ func (c *Coarse) tick(t *time.Ticker) {
 func (c *Coarse) Now() time.Duration { return time.Duration(c.now.Load()) }
 
 // Close stops the clock's goroutine and waits for it to exit. Now keeps
-// working, frozen at the last reading. Close may be called more than once.
+// working, frozen at the last reading. Close may be called more than once,
+// and on a Coarse that NewCoarse did not make (the zero value, which has
+// no goroutine and reads 0).
 func (c *Coarse) Close() {
+	if c.done == nil {
+		return // not from NewCoarse: no goroutine to stop
+	}
 	c.once.Do(func() { close(c.stop) })
 	<-c.done
 }

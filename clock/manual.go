@@ -102,10 +102,14 @@ func (m *Manual) Sleepers() int {
 }
 
 // AwaitSleepers blocks until at least n goroutines sleep on the clock,
-// returning nil, or until ctx is done, returning ctx.Err(). A test calls
-// it before moving the clock, so that the goroutines it started are
-// waiting for the readings it moves to, without sleeping in real time.
+// returning nil, or until ctx is done, returning ctx.Err() (a nil ctx is
+// context.Background()). A test calls it before moving the clock, so that
+// the goroutines it started are waiting for the readings it moves to,
+// without sleeping in real time.
 func (m *Manual) AwaitSleepers(ctx context.Context, n int) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	for {
 		m.mu.Lock()
 		if len(m.sleepers) >= n {
@@ -127,8 +131,11 @@ func (m *Manual) AwaitSleepers(ctx context.Context, n int) error {
 
 // SleepUntil blocks until the clock reads t or later, returning nil, or
 // until ctx is done, returning ctx.Err() (nil if the clock reached t
-// first). See Sleeper.
+// first; a nil ctx is context.Background()). See Sleeper.
 func (m *Manual) SleepUntil(ctx context.Context, t time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	m.mu.Lock()
 	if m.Now() >= t {
 		m.mu.Unlock()
