@@ -994,3 +994,35 @@ func TestClaimCloseConcurrentWithUse(t *testing.T) {
 		}
 	}
 }
+
+// WaitLimiter.Wait and Reservation.Wait: "A nil ctx is
+// context.Background()": they sleep on the store's clock until the slot.
+func TestClaimWaitNilContext(t *testing.T) {
+	var nilCtx context.Context
+	eachClaimStore(t, keyrate.PerMinute(1), func(t *testing.T, s claimStore, clk *clock.Manual) {
+		if err := s.Wait(nilCtx, "k", 1); err != nil {
+			t.Fatalf("Wait(nil ctx) on a full bucket = %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.Wait(nilCtx, "k", 1) }()
+		if err := clk.AwaitSleepers(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step()
+		if err := <-done; err != nil || clk.Now() != time.Minute {
+			t.Errorf("Wait(nil ctx) = %v at %v, want nil at 1m", err, clk.Now())
+		}
+		r, err := s.Reserve("k", 1, time.Hour)
+		if err != nil || !r.OK() {
+			t.Fatal(r, err)
+		}
+		go func() { done <- r.Wait(nilCtx) }()
+		if err := clk.AwaitSleepers(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step()
+		if err := <-done; err != nil || clk.Now() != 2*time.Minute {
+			t.Errorf("Reservation.Wait(nil ctx) = %v at %v, want nil at 2m", err, clk.Now())
+		}
+	})
+}

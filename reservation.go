@@ -54,7 +54,8 @@ type WaitLimiter interface {
 	// would end after ctx's deadline. If ctx is done while waiting, it
 	// cancels its reservation (Reservation.Cancel) and returns ctx.Err().
 	// It creates no timer when no wait is needed, and otherwise sleeps on
-	// the store's clock, on the calling goroutine.
+	// the store's clock, on the calling goroutine. A nil ctx is
+	// context.Background().
 	//
 	// ctx's deadline is a wall-clock instant, and the store's clock need
 	// not be the wall clock: the wait is compared with the time left until
@@ -169,7 +170,8 @@ func (r Reservation) Cancel() bool {
 // it cancels at once and returns an error wrapping ErrWaitExceedsDeadline
 // and context.DeadlineExceeded. For a reservation that is not OK it
 // returns such an error too, naming the wait it needed and the most it was
-// allowed; for the zero Reservation, an error saying so.
+// allowed; for the zero Reservation, an error saying so. A nil ctx is
+// context.Background().
 func (r Reservation) Wait(ctx context.Context) error {
 	if r.ok && r.slot <= r.t {
 		return nil
