@@ -26,7 +26,14 @@ type onlyLimiter struct{ keyrate.Limiter }
 
 func newStore(t *testing.T, limit keyrate.Limit) *atomicbucket.Store {
 	t.Helper()
-	s, err := atomicbucket.New(limit, keyrate.WithClock(clock.NewManual(0)))
+	return newStoreOpts(t, limit)
+}
+
+// newStoreOpts is an atomicbucket store of limit on a manual clock, with
+// opts, closed when t ends.
+func newStoreOpts(t *testing.T, limit keyrate.Limit, opts ...keyrate.Option) *atomicbucket.Store {
+	t.Helper()
+	s, err := atomicbucket.New(limit, append([]keyrate.Option{keyrate.WithClock(clock.NewManual(0))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
