@@ -129,7 +129,10 @@ const MaxStripes = 1 << 20
 func DefaultStripes() int { return layout.NextPow2(16 * runtime.GOMAXPROCS(0)) }
 
 // WithStripes sets the number of stripes, a power of two from 1 to
-// MaxStripes. The default is DefaultStripes().
+// MaxStripes; any other n makes New fail with an error wrapping
+// keyrate.ErrInvalidOption. The default is DefaultStripes(). Each stripe
+// takes 128 bytes before it holds a key (two cache lines): MaxStripes of
+// them, 128 MiB.
 func WithStripes(n int) keyrate.Option {
 	return config.StoreOption("striped.WithStripes", func(s *settings) error {
 		if n < 1 || n > MaxStripes || n&(n-1) != 0 {
