@@ -1026,3 +1026,31 @@ func TestClaimWaitNilContext(t *testing.T) {
 		}
 	})
 }
+
+// DefaultEvictionGrace: "A client that calls at least once a minute,
+// however far under its limit, keeps its bucket": routine maintenance (the
+// sampling on insertion, mutexbucket's paced sweep) evicts no bucket that
+// has been full for less than a minute, while an explicit Sweep "removes
+// every full bucket now".
+func TestClaimDefaultEvictionGrace(t *testing.T) {
+	if keyrate.DefaultEvictionGrace != time.Minute {
+		t.Fatalf("DefaultEvictionGrace = %v, want a minute", keyrate.DefaultEvictionGrace)
+	}
+	eachClaimStore(t, keyrate.PerSecond(1000), func(t *testing.T, s claimStore, clk *clock.Manual) {
+		for i := range 5000 {
+			s.Allow(fmt.Sprint("early-", i)) // full again 1ms later
+		}
+		clk.Advance(time.Minute) // full for 59.999s
+		for i := range 5000 {
+			s.Allow(fmt.Sprint("late-", i))
+		}
+		s.Close() // waits for mutexbucket's paced sweep in flight
+		if st := s.Stats(); st.Evictions != 0 || st.Keys != 10000 {
+			t.Errorf("Stats() = %+v: routine maintenance evicted buckets full for under a minute", st)
+		}
+		clk.Advance(time.Millisecond) // the late keys are full again too
+		if n := s.Sweep(); n != 10000 {
+			t.Errorf("Sweep() removed %d, want every full bucket (10000)", n)
+		}
+	})
+}
