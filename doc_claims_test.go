@@ -1054,3 +1054,31 @@ func TestClaimDefaultEvictionGrace(t *testing.T) {
 		}
 	})
 }
+
+// MaxLimits: "the most limits (windows) one Policy can hold": a policy of
+// exactly MaxLimits windows works in every store, each window keeping its
+// own bound. Refund: "A key the store does not track is full and gains
+// nothing", also in a full store, where it is no error and stores nothing.
+func TestClaimMaxLimitsAndRefundUntracked(t *testing.T) {
+	limits := make([]keyrate.Limit, keyrate.MaxLimits)
+	for i := range limits {
+		limits[i] = keyrate.Limit{Rate: 10 + i, Per: time.Duration(i+1) * time.Second, Burst: 10 + i}
+	}
+	limits[keyrate.MaxLimits-1] = keyrate.PerHour(5) // the tightest, last
+	eachClaimStore(t, keyrate.PerSecond(1), func(t *testing.T, s claimStore, _ *clock.Manual) {
+		for i := range 5 {
+			if d, err := s.AllowN("k", 1); err != nil || !d.Allowed || d.Remaining != 4-i || d.Window != keyrate.MaxLimits-1 {
+				t.Fatalf("request %d under %d windows = %+v, %v", i, keyrate.MaxLimits, d, err)
+			}
+		}
+		if d, _ := s.AllowN("k", 1); d.Allowed || d.Window != keyrate.MaxLimits-1 {
+			t.Errorf("sixth request = %+v, want denied by the last window", d)
+		}
+		if err := s.Refund("untracked", 1); err != nil {
+			t.Errorf("Refund of an untracked key in a full store = %v, want nil", err)
+		}
+		if s.Len() != 1 {
+			t.Errorf("Len() = %d, want 1: the refund stored a key", s.Len())
+		}
+	}, keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: limits}), keyrate.WithMaxKeys(1))
+}
