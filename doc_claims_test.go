@@ -1082,3 +1082,41 @@ func TestClaimMaxLimitsAndRefundUntracked(t *testing.T) {
 		}
 	}, keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: limits}), keyrate.WithMaxKeys(1))
 }
+
+// Decision: "Its durations are never negative: a debt longer than a
+// time.Duration can hold ... saturates at the longest duration"; a clock
+// past the state's range stops time ("which can only deny"). Driven with
+// the extreme readings a Manual clock can give, before and after the
+// store's epoch.
+func TestClaimExtremeClockReadings(t *testing.T) {
+	readings := []time.Duration{math.MaxInt64, math.MinInt64, 0, math.MaxInt64 / 2, -1, math.MinInt64 / 2, math.MaxInt64}
+	for _, l := range []keyrate.Limit{keyrate.PerSecond(1), keyrate.Every(24 * time.Hour).WithBurst(3), {Rate: 3, Per: 10 * time.Second, Burst: 3}, keyrate.PerMinute(5).Using(keyrate.SlidingWindow)} {
+		eachClaimStore(t, l, func(t *testing.T, s claimStore, clk *clock.Manual) {
+			allowed := 0
+			for i, at := range readings {
+				clk.Set(at)
+				d, err := s.AllowN("k", 1)
+				if err != nil {
+					t.Fatalf("%v: AllowN at %v = %v", l, at, err)
+				}
+				if d.Allowed {
+					allowed++
+				}
+				for _, p := range []keyrate.Decision{d, s.Peek("k")} {
+					if p.RetryAfter < 0 || p.ResetAfter < 0 || p.WindowResetAfter < 0 || p.Remaining < 0 {
+						t.Errorf("%v: step %d at %v: %+v has a negative field", l, i, at, p)
+					}
+				}
+				if r, err := s.Reserve("r", 1, math.MaxInt64); err != nil || r.Delay() < 0 {
+					t.Errorf("%v: step %d at %v: Reserve = %+v, %v", l, i, at, r, err)
+				}
+			}
+			// Time past the range stops: the readings above span at most the
+			// range once (from the epoch at 0 to its end), so at most a full
+			// bucket and what one pass of the range refills.
+			if allowed > l.Burst+1 {
+				t.Errorf("%v: %d of %d allowed across extreme readings", l, allowed, len(readings))
+			}
+		})
+	}
+}
