@@ -3,6 +3,7 @@ package clock_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +84,34 @@ func TestMisuseZeroCoarse(t *testing.T) {
 	case <-time.After(time.Minute): // a hang, not a slow machine
 		t.Fatal("Close of a zero Coarse did not return")
 	}
+}
+
+// Close "may be called more than once": here from several goroutines at
+// once while others read Now (a race the race detector would see); every
+// Close returns only once the goroutine has stopped, so the reading is
+// frozen after any of them.
+func TestMisuseCoarseConcurrentClose(t *testing.T) {
+	c := clock.NewCoarse(time.Microsecond)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				c.Now()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			c.Close()
+			frozen := c.Now()
+			for range 100 {
+				if c.Now() != frozen {
+					t.Error("Now moved after Close returned")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
