@@ -1120,3 +1120,42 @@ func TestClaimExtremeClockReadings(t *testing.T) {
 		})
 	}
 }
+
+// Reservation.Cancel: "A second Cancel, or one after the slot ... gives
+// back nothing"; "they are lost to the key ... never minted". A second
+// Cancel of a reservation whose tokens a later reservation has taken again
+// (the same slot, since the first Cancel gave them back) must not give
+// that later reservation's tokens away: its holder still proceeds at its
+// slot, so a third reservation sharing that slot would exceed the limit.
+// This is the common `defer r.Cancel()` after a Wait that its context
+// ended (and which cancelled already), with other traffic in between.
+func TestClaimSecondCancelAfterAnotherReservation(t *testing.T) {
+	for _, l := range []keyrate.Limit{keyrate.Limit{Rate: 1, Per: time.Hour, Burst: 1}, keyrate.PerMinute(3)} {
+		eachClaimStore(t, l, func(t *testing.T, s claimStore, clk *clock.Manual) {
+			if _, err := s.AllowN("k", l.Burst); err != nil {
+				t.Fatal(err)
+			}
+			r1, err := s.Reserve("k", 1, 10*time.Hour)
+			if err != nil || !r1.OK() {
+				t.Fatal(r1, err)
+			}
+			if !r1.Cancel() {
+				t.Fatal("Cancel of the latest reservation gave nothing back")
+			}
+			r2, err := s.Reserve("k", 1, 10*time.Hour) // the same slot as r1
+			if err != nil || !r2.OK() || r2.At() != r1.At() {
+				t.Fatalf("Reserve after the cancel = %+v, %v; want r1's slot %v", r2, err, r1.At())
+			}
+			if r1.Cancel() {
+				t.Errorf("%v: a second Cancel of r1 gave back r2's tokens", l)
+			}
+			r3, err := s.Reserve("k", 1, 10*time.Hour)
+			if err != nil || !r3.OK() {
+				t.Fatal(r3, err)
+			}
+			if r3.At() == r2.At() {
+				t.Errorf("%v: r3 shares r2's slot %v: two tokens promised for one", l, r2.At())
+			}
+		})
+	}
+}
