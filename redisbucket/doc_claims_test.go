@@ -45,3 +45,29 @@ func TestClaimRedisKeys(t *testing.T) {
 		t.Errorf("LenContext under the default prefix = %d, %v; want 1", n, err)
 	}
 }
+
+// The second Cancel of a reservation after a later reservation took its
+// slot again (see the root package's
+// TestClaimSecondCancelAfterAnotherReservation): on a real server.
+func TestClaimSecondCancelAfterAnotherReservation(t *testing.T) {
+	srv := server(t)
+	s := mustNew(t, newClient(t, srv.Addr()), keyrate.Limit{Rate: 1, Per: time.Hour, Burst: 1},
+		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
+	if !s.Allow("k") {
+		t.Fatal("first request denied")
+	}
+	r1, err := s.Reserve("k", 1, 10*time.Hour)
+	if err != nil || !r1.OK() {
+		t.Fatal(r1, err)
+	}
+	if !r1.Cancel() {
+		t.Fatal("Cancel of the latest reservation gave nothing back")
+	}
+	r2, err := s.Reserve("k", 1, 10*time.Hour)
+	if err != nil || !r2.OK() {
+		t.Fatal(r2, err)
+	}
+	if r1.Cancel() {
+		t.Errorf("a second Cancel of r1 gave back r2's tokens (r1 slot %v, r2 slot %v)", r1.At(), r2.At())
+	}
+}
