@@ -149,6 +149,15 @@ func (r Reservation) DelayFrom(now time.Duration) time.Duration { return tick.De
 // one after the slot, or of a reservation that is not OK, gives back
 // nothing. Cancel is the store's Cancel.
 //
+// Cancel a reservation at most once, one copy of it only. A second Cancel
+// is told from the first only by the key's state, so one made after a
+// later reservation of the same cost has taken the same slot again (which
+// the first Cancel freed) finds the state that later reservation left, and
+// gives back its tokens while its holder still proceeds at its slot: a
+// third reservation then shares that slot, more than the limit. Wait on a
+// Reservation cancels it when its context ends: do not also defer a
+// Cancel of it.
+//
 // Under a window algorithm, a reservation counted in a later window than
 // the current one moved the key's state to that window, and its state no
 // longer holds the current window's count: Cancel takes the cost back off
