@@ -101,7 +101,9 @@ import (
 // its states.
 // Options: keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys
 // (default no cap), keyrate.WithSweepInterval (default no background
-// sweeper) and keyrate.WithHashedKeys (default off).
+// sweeper), keyrate.WithEvictionGrace (default
+// keyrate.DefaultEvictionGrace), keyrate.WithHashedKeys (default off) and
+// keyrate.WithObserver (default none).
 //
 // # Policies
 //

@@ -53,10 +53,12 @@ import (
 // when done with it (Close stops the background sweeper and waits for a
 // sweep in flight); the zero value is not usable. Known keys
 // cost no allocation; each new key allocates one bucket (and, for several
-// windows, an array of its other states). Options:
-// keyrate.WithClock (default clock.System()), keyrate.WithMaxKeys (default
-// no cap), keyrate.WithSweepInterval (default no background sweeper) and
-// keyrate.WithHashedKeys (default off).
+// windows, an array of its other states). Options: keyrate.WithClock
+// (default clock.System()), keyrate.WithMaxKeys (default no cap),
+// keyrate.WithSweepInterval (default no background sweeper),
+// keyrate.WithEvictionGrace (default keyrate.DefaultEvictionGrace),
+// keyrate.WithHashedKeys (default off) and keyrate.WithObserver (default
+// none).
 //
 // # Policies
 //

@@ -84,7 +84,9 @@ import (
 // under more than 65535 policies at once. Options: keyrate.WithClock
 // (default clock.System()), WithStripes (default DefaultStripes()),
 // keyrate.WithMaxKeys (default no cap), keyrate.WithSweepInterval (default
-// no background sweeper) and keyrate.WithHashedKeys (default off).
+// no background sweeper), keyrate.WithEvictionGrace (default
+// keyrate.DefaultEvictionGrace), keyrate.WithHashedKeys (default off) and
+// keyrate.WithObserver (default none).
 //
 // # Policies
 //
