@@ -1130,7 +1130,6 @@ func TestClaimExtremeClockReadings(t *testing.T) {
 // This is the common `defer r.Cancel()` after a Wait that its context
 // ended (and which cancelled already), with other traffic in between.
 func TestClaimSecondCancelAfterAnotherReservation(t *testing.T) {
-	t.Skip("known over-admission (review9, bug 1): a second Cancel after a later reservation of the same slot gives its tokens away; the Reservation.Cancel doc warns of it. Remove this Skip with the fix.")
 	for _, l := range []keyrate.Limit{keyrate.Limit{Rate: 1, Per: time.Hour, Burst: 1}, keyrate.PerMinute(3)} {
 		eachClaimStore(t, l, func(t *testing.T, s claimStore, clk *clock.Manual) {
 			if _, err := s.AllowN("k", l.Burst); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/keyrate/keyrate/clock"
@@ -79,8 +80,11 @@ type canceler = interface {
 
 // Reservation is cost tokens of one key reserved for a slot (see
 // WaitLimiter): the instant at which the key's bucket holds them. Its
-// zero value reserves nothing. A Reservation is a plain value, allocated
-// nowhere, safe to copy; its methods may be called from any goroutine.
+// zero value reserves nothing. A Reservation is a value, safe to copy;
+// its methods may be called from any goroutine. One that waits (OK, with
+// a Delay) holds one small allocation that its copies share, which
+// records that it was cancelled, so that it gives its tokens back at most
+// once; one that need not wait allocates nothing.
 //
 // A reservation is either used (its holder proceeds at the slot, as Wait
 // does) or cancelled, never both: Cancel gives the tokens back to the key,
@@ -106,13 +110,21 @@ type Reservation struct {
 	wait  time.Duration // the most it was allowed to wait
 	cost  int
 	ok    bool
+	// claim is set by the Cancel that gives the tokens back (and while
+	// one is under way), shared by every copy; nil for a reservation
+	// that need not wait, which no Cancel gives anything back for.
+	claim *atomic.Bool
 }
 
 func init() {
 	handle.NewReservation = func(lim canceler, key string, rules any, end uint64, t, slot, wait time.Duration, cost int, ok bool) Reservation {
-		return Reservation{lim: lim, key: key, rules: rules, end: end, t: t, slot: slot, wait: wait, cost: cost, ok: ok}
+		r := Reservation{lim: lim, key: key, rules: rules, end: end, t: t, slot: slot, wait: wait, cost: cost, ok: ok}
+		if ok && slot > t {
+			r.claim = new(atomic.Bool)
+		}
+		return r
 	}
-	handle.ReservationParts = func(r Reservation) (rules any, end uint64) { return r.rules, r.end }
+	handle.ReservationParts = func(r Reservation) (rules any, end uint64, claim *atomic.Bool) { return r.rules, r.end, r.claim }
 }
 
 // OK reports whether the tokens were reserved: their slot was at most the
@@ -145,18 +157,19 @@ func (r Reservation) DelayFrom(now time.Duration) time.Duration { return tick.De
 // key's bucket has changed since, the tokens stay spent, since giving them
 // back would let a new request share the slot of a later reservation and
 // admit more than the limit; they are lost to the key (it is denied a
-// little more than it could have been), never minted. A second Cancel, or
-// one after the slot, or of a reservation that is not OK, gives back
-// nothing. Cancel is the store's Cancel.
+// little more than it could have been), never minted. Cancel after the
+// slot, or of a reservation that is not OK, gives back nothing. Cancel is
+// the store's Cancel.
 //
-// Cancel a reservation at most once, one copy of it only. A second Cancel
-// is told from the first only by the key's state, so one made after a
-// later reservation of the same cost has taken the same slot again (which
-// the first Cancel freed) finds the state that later reservation left, and
-// gives back its tokens while its holder still proceeds at its slot: a
-// third reservation then shares that slot, more than the limit. Wait on a
-// Reservation cancels it when its context ends: do not also defer a
-// Cancel of it.
+// A reservation gives its tokens back at most once, whichever of its
+// copies is cancelled and however often: once a Cancel has given them
+// back, every later Cancel of it returns false, even when a later
+// reservation has since taken the same slot and left the key's bucket in
+// the state this one left (giving that one's tokens away would let a
+// third reservation share its slot). A Cancel that gave nothing back,
+// because a later request changed the bucket, leaves the reservation
+// cancellable, for when it is the latest again. So a deferred Cancel
+// after Wait, which cancels by itself when its context ends, is safe.
 //
 // Under a window algorithm, a reservation counted in a later window than
 // the current one moved the key's state to that window, and its state no

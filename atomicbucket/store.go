@@ -626,6 +626,11 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 	if rs == nil || !r.OK() || rs.Unlimited() {
 		return false
 	}
+	return rules.CancelOnce(r, func() bool { return s.cancelClaimed(r, rs) })
+}
+
+// cancelClaimed is Cancel of r, made under rs, once it is claimed.
+func (s *Store) cancelClaimed(r keyrate.Reservation, rs *rules.Rules) bool {
 	key := r.Key()
 	h := s.m.Hash(key)
 	sg := s.m.Segment(h)

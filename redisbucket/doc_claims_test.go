@@ -50,7 +50,6 @@ func TestClaimRedisKeys(t *testing.T) {
 // slot again (see the root package's
 // TestClaimSecondCancelAfterAnotherReservation): on a real server.
 func TestClaimSecondCancelAfterAnotherReservation(t *testing.T) {
-	t.Skip("known over-admission (review9, bug 1): a second Cancel after a later reservation of the same slot gives its tokens away; the Reservation.Cancel doc warns of it. Remove this Skip with the fix.")
 	srv := server(t)
 	s := mustNew(t, newClient(t, srv.Addr()), keyrate.Limit{Rate: 1, Per: time.Hour, Burst: 1},
 		redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))

@@ -251,7 +251,10 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 // fallback store is the fallback's to cancel. If Redis fails to answer it
 // gives nothing back (the tokens stay spent, which never admits more than
 // the limit) and returns an error wrapping ErrUnavailable, whatever the
-// failure policy; if ctx is done first, one wrapping ctx.Err().
+// failure policy; if ctx is done first, one wrapping ctx.Err(). After
+// such a failure the reservation is never cancelled again (Redis may have
+// given the tokens back before the answer was lost): a later Cancel gives
+// nothing back.
 func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool, error) {
 	ctx = orBackground(ctx)
 	local := rules.ReservationRules(r)
@@ -271,6 +274,12 @@ func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool,
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisbucket: %w", err)
 	}
+	// Claimed until the script certainly gave nothing back: a cancel
+	// whose outcome is unknown (Redis did not answer) may have, and r
+	// must then never give its tokens back again.
+	if !rules.ClaimCancel(r) {
+		return false, nil
+	}
 	end := uint64(rules.ReservationEnd(r))
 	res, err := s.run(ctx, s.redisKey(r.Key()), p, r.Cost(), fmt.Sprintf("C:%d:%d", end>>32, end&math.MaxUint32))
 	if s.deny != nil {
@@ -278,6 +287,9 @@ func (s *Store) CancelContext(ctx context.Context, r keyrate.Reservation) (bool,
 	}
 	if err == nil && (len(res) != 1 || res[0] < 0 || res[0] > 1) {
 		err = fmt.Errorf("script returned %v to a cancel, want 0 or 1", res)
+	}
+	if err == nil && res[0] == 0 || err == errRefused { // certainly nothing given back
+		rules.UnclaimCancel(r)
 	}
 	if err == errRefused {
 		return false, wrap.Errorf("%w: %w", ErrUnavailable, err) // counted by the breaker

@@ -390,9 +390,10 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 	if rs == nil || !r.OK() || rs.Unlimited() {
 		return false
 	}
-	key := r.Key()
-	h := s.seed.Hash(key)
-	return s.tab.cancel(key, h, rs, rules.ReservationEnd(r), r.At(), r.Cost())
+	return rules.CancelOnce(r, func() bool {
+		key := r.Key()
+		return s.tab.cancel(key, s.seed.Hash(key), rs, rules.ReservationEnd(r), r.At(), r.Cost())
+	})
 }
 
 // Peek reports what a cost-1 request for key would get now, spending

@@ -727,7 +727,8 @@ func testWaitExtremes(t *testing.T, b Bounded) {
 }
 
 // testWaitZeroAllocs: Reserve and Cancel on a known key, and a Wait that
-// need not sleep, allocate nothing.
+// need not sleep, allocate nothing; a reservation that must wait
+// allocates one object, the flag that lets it be cancelled once.
 func testWaitZeroAllocs(t *testing.T, b Bounded) {
 	l, _ := openWait(t, b, keyrate.PerSecond(1e6))
 	bg := context.Background()
@@ -738,6 +739,16 @@ func testWaitZeroAllocs(t *testing.T, b Bounded) {
 		r.Cancel()
 	}); n != 0 {
 		t.Fatalf("Wait with a token there, Reserve and Cancel on a known key: %v allocations per run, want 0", n)
+	}
+	l, _ = openWait(t, b, keyrate.Limit{Rate: 1, Per: time.Hour, Burst: 1})
+	l.Allow("k")
+	if n := testing.AllocsPerRun(200, func() {
+		r, _ := l.Reserve("k", 1, 2*time.Hour)
+		if !r.OK() || r.Delay() == 0 || !r.Cancel() {
+			t.Fatalf("Reserve of a token an hour away = %+v, or its Cancel gave nothing back", r)
+		}
+	}); n != 1 {
+		t.Fatalf("Reserve and Cancel of a reservation that waits: %v allocations per run, want 1", n)
 	}
 }
 

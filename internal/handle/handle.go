@@ -33,7 +33,9 @@ var NewReservation any
 
 // ReservationParts is, once keyrate is initialised,
 //
-//	func(keyrate.Reservation) (rules any, end uint64)
+//	func(keyrate.Reservation) (rules any, end uint64, claim *atomic.Bool)
 //
-// which returns what NewReservation was given as rules and end.
+// which returns what NewReservation was given as rules and end, and the
+// flag its copies share that a Cancel claims (nil for a reservation that
+// need not wait).
 var ReservationParts any

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/keyrate/keyrate"
@@ -17,7 +18,7 @@ type Canceler = interface {
 // once: keyrate, which this package imports, has set them by now.
 var (
 	newReservation   = handle.NewReservation.(func(lim Canceler, key string, rules any, end uint64, t, slot, wait time.Duration, cost int, ok bool) keyrate.Reservation)
-	reservationParts = handle.ReservationParts.(func(keyrate.Reservation) (rules any, end uint64))
+	reservationParts = handle.ReservationParts.(func(keyrate.Reservation) (rules any, end uint64, claim *atomic.Bool))
 )
 
 // NewReservation is how a store reports a reservation: made by lim for
@@ -36,7 +37,7 @@ func NewReservation(lim Canceler, key string, rs *Rules, end State, t, slot, wai
 // ReservationRules returns the compiled policy r was made under (nil for
 // the zero Reservation). Stores call it in Cancel.
 func ReservationRules(r keyrate.Reservation) *Rules {
-	rules, _ := reservationParts(r)
+	rules, _, _ := reservationParts(r)
 	rs, _ := rules.(*Rules)
 	return rs
 }
@@ -44,6 +45,47 @@ func ReservationRules(r keyrate.Reservation) *Rules {
 // ReservationEnd returns the state r left in window 0. Stores call it in
 // Cancel.
 func ReservationEnd(r keyrate.Reservation) State {
-	_, end := reservationParts(r)
+	_, end, _ := reservationParts(r)
 	return State(end)
+}
+
+// ClaimCancel reports whether a store's cancel of r may go ahead, and if
+// so claims it: no cancel of r, of any copy of it, has given its tokens
+// back, and none is under way. A store calls it just before it gives the
+// tokens back (after the checks that need no claim) and, unless it gave
+// them back, UnclaimCancel after; CancelOnce does both. Without it a
+// second Cancel of r, made after a later reservation of the same cost had
+// taken the slot r's first Cancel freed, would find the key's bucket in
+// the state r left, and give back the later reservation's tokens while
+// its holder still proceeds at its slot. A reservation that need not wait
+// has no claim: ClaimCancel lets its cancel go ahead, which gives nothing
+// back.
+func ClaimCancel(r keyrate.Reservation) bool {
+	_, _, claim := reservationParts(r)
+	return claim == nil || claim.CompareAndSwap(false, true)
+}
+
+// UnclaimCancel undoes ClaimCancel after a cancel of r that certainly gave
+// nothing back (the key's bucket had changed), so that r can be cancelled
+// when it is the latest reservation again. After a cancel whose outcome is
+// unknown (Redis did not answer) r stays claimed: its tokens then stay
+// spent, which never admits more than the limit.
+func UnclaimCancel(r keyrate.Reservation) {
+	if _, _, claim := reservationParts(r); claim != nil {
+		claim.Store(false)
+	}
+}
+
+// CancelOnce returns what cancel, a store's cancel of r that either gives
+// r's tokens back or certainly gives nothing, returns, running it only if
+// ClaimCancel(r) does; r stays claimed if it returns true.
+func CancelOnce(r keyrate.Reservation, cancel func() bool) bool {
+	if !ClaimCancel(r) {
+		return false
+	}
+	if cancel() {
+		return true
+	}
+	UnclaimCancel(r)
+	return false
 }

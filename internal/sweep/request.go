@@ -124,7 +124,7 @@ func (m *Map[B]) Cancel(r keyrate.Reservation) bool {
 	if !ok || b.Rules() != rs {
 		return false
 	}
-	return b.Cancel(rules.ReservationEnd(r), r.At(), r.Cost())
+	return rules.CancelOnce(r, func() bool { return b.Cancel(rules.ReservationEnd(r), r.At(), r.Cost()) })
 }
 
 // Refund gives cost tokens back to key under rs (see
