@@ -92,7 +92,8 @@ import (
 // for the argument that eviction never changes a decision.
 //
 // A Store is safe for concurrent use. Create one with New, and Close it if
-// it has a background sweeper; the zero value is not usable. Known keys
+// it has a background sweeper; the zero value is not usable (its methods,
+// as a nil Store's, panic: check New's error). Known keys
 // cost no allocation; a new key may grow its segment's table or arena,
 // amortised over the keys that filled them. A segment refuses a new key,
 // or a key's move to another policy, with keyrate.ErrStoreFull, as a full

@@ -159,6 +159,9 @@ func New(name string) *Metrics {
 // Prometheus requires of a counter, and a store watched twice is not
 // counted twice.
 func (m *Metrics) Watch(s Stater) error {
+	if m == nil || m.policies == nil {
+		return errors.New("keyrateprom: Watch: a Metrics not made by New")
+	}
 	if s != nil && isnil.Is(s) {
 		return fmt.Errorf("keyrateprom: Watch: a nil %T", s)
 	}
@@ -175,8 +178,12 @@ func (m *Metrics) Watch(s Stater) error {
 	return nil
 }
 
-// Observe counts e. It is the keyrate.Observer method.
+// Observe counts e. It is the keyrate.Observer method. A Metrics not
+// made by New (nil, or the zero value) counts nothing.
 func (m *Metrics) Observe(e keyrate.Event) {
+	if m == nil || m.policies == nil {
+		return
+	}
 	c := m.counters(e.Policy, e.Err)
 	if e.Degraded {
 		if e.Allowed {
@@ -288,8 +295,15 @@ func errKind(err error) int {
 	}
 }
 
-// Describe is the prometheus.Collector method.
+// Describe is the prometheus.Collector method. A Metrics not made by
+// New (nil, or the zero value) describes nothing: a registry takes it as
+// an unchecked collector, and it collects nothing either. (A panic here
+// would end the process: a registry calls Describe on a goroutine of its
+// own.)
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	if m == nil || m.decisions == nil {
+		return
+	}
 	m.decisions.Describe(ch)
 	m.shadow.Describe(ch)
 	m.cost.Describe(ch)
@@ -300,8 +314,12 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.refusedDesc
 }
 
-// Collect is the prometheus.Collector method.
+// Collect is the prometheus.Collector method. A Metrics not made by New
+// collects nothing.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	if m == nil || m.decisions == nil {
+		return
+	}
 	m.decisions.Collect(ch)
 	m.shadow.Collect(ch)
 	m.cost.Collect(ch)

@@ -51,7 +51,8 @@ import (
 //
 // A Store is safe for concurrent use. Create one with New, and Close it
 // when done with it (Close stops the background sweeper and waits for a
-// sweep in flight); the zero value is not usable. Known keys
+// sweep in flight); the zero value is not usable (its methods, as a nil
+// Store's, panic: check New's error). Known keys
 // cost no allocation; each new key allocates one bucket (and, for several
 // windows, an array of its other states). Options: keyrate.WithClock
 // (default clock.System()), keyrate.WithMaxKeys (default no cap),

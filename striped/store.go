@@ -76,7 +76,8 @@ import (
 // decision.
 //
 // A Store is safe for concurrent use. Create one with New, and Close it if
-// it has a background sweeper; the zero value is not usable. Known keys
+// it has a background sweeper; the zero value is not usable (its methods,
+// as a nil Store's, panic: check New's error). Known keys
 // cost no allocation; a new key may grow its stripe's table (by half,
 // rehashing its keys) or arena (by an eighth), amortised over the keys
 // that filled them. A stripe refuses a new key with keyrate.ErrStoreFull,
