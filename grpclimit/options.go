@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/internal/clientkey"
 )
 
 // Option configures the interceptors that New builds. Options apply in
@@ -185,7 +184,7 @@ func WithShadow(report ShadowFunc) Option {
 
 // DefaultIPv6Prefix is the prefix length by which ByPeer groups IPv6
 // clients: a /64 is the smallest block an ISP normally hands a subscriber.
-const DefaultIPv6Prefix = clientkey.DefaultIPv6Prefix
+const DefaultIPv6Prefix = 64
 
 // metadataKey returns ByMetadata's key function for name.
 func metadataKey(name string) KeyFunc {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/internal/clientkey"
 	"github.com/keyrate/keyrate/internal/wrap"
 )
 
@@ -68,7 +67,7 @@ type IPOption func(*ipKey) error
 // DefaultIPv6Prefix is the prefix length by which ByIP groups IPv6 clients
 // unless IPv6Prefix says otherwise: a /64 is the smallest block an ISP
 // normally hands a subscriber, and one host can use any address in it.
-const DefaultIPv6Prefix = clientkey.DefaultIPv6Prefix
+const DefaultIPv6Prefix = 64
 
 // ByIP keys requests by the client's IP address. It is the default key.
 //

@@ -10,10 +10,6 @@ import (
 	"github.com/keyrate/keyrate/internal/wrap"
 )
 
-// DefaultIPv6Prefix is the prefix length by which IPv6 clients are grouped
-// unless configured otherwise: a /64 is the smallest block an ISP normally
-// hands a subscriber, and one host can use any address in it.
-const DefaultIPv6Prefix = 64
 
 // FromAddr returns the key of the client at addr, which must be valid:
 // an IPv4 address (IPv4-mapped IPv6 included) is its own key
