@@ -10,7 +10,6 @@ import (
 	"github.com/keyrate/keyrate/internal/wrap"
 )
 
-
 // FromAddr returns the key of the client at addr, which must be valid:
 // an IPv4 address (IPv4-mapped IPv6 included) is its own key
 // ("192.0.2.1"); an IPv6 address is keyed by its prefix of v6bits bits

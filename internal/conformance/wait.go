@@ -520,13 +520,18 @@ func CheckBound(t testing.TB, limit keyrate.Limit, admitted []Admission) {
 // ReserveAndCancel has goroutines goroutines each make ops reservations of
 // the key "k", goroutine g on stores[g%len(stores)], with random costs up
 // to limit's Burst and maximum waits up to 50ms, cancelling its latest
-// reservation a third of the time, and returns the reservations left
-// standing, for CheckBound. Its randomness comes from seed.
+// reservation a third of the time and, a quarter of the time, cancelling
+// again one that a Cancel gave back (any goroutine's), which must give
+// nothing; it returns the reservations left standing, for CheckBound. Its
+// randomness comes from seed.
 func ReserveAndCancel(t testing.TB, stores []keyrate.WaitLimiter, limit keyrate.Limit, goroutines, ops int, seed uint64) []Admission {
 	var (
 		mu   sync.Mutex
 		kept []Admission
 		wg   sync.WaitGroup
+		// done holds reservations a Cancel gave back: cancelling one
+		// again, from any goroutine, must give nothing back.
+		done []keyrate.Reservation
 	)
 	for g := range goroutines {
 		wg.Add(1)
@@ -547,6 +552,21 @@ func ReserveAndCancel(t testing.TB, stores []keyrate.WaitLimiter, limit keyrate.
 				if len(mine) > 0 && rng.IntN(3) == 0 {
 					if last := mine[len(mine)-1]; last.Cancel() {
 						mine = mine[:len(mine)-1]
+						mu.Lock()
+						done = append(done, last)
+						mu.Unlock()
+					}
+				}
+				if rng.IntN(4) == 0 {
+					mu.Lock()
+					var again keyrate.Reservation
+					if len(done) > 0 {
+						again = done[rng.IntN(len(done))]
+					}
+					mu.Unlock()
+					if again.Cancel() {
+						t.Errorf("a reservation of %d at %v, cancelled already, was cancelled again: the tokens of a later reservation given away", again.Cost(), again.At())
+						return
 					}
 				}
 			}
