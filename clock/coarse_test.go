@@ -7,18 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/leaktest"
 )
 
 // TestCoarseNeverAheadOfSystem checks the property the package documents:
 // a Coarse reading is never ahead of a System reading taken after it, and
 // readings never go backwards, while the ticker is refreshing the word.
 func TestCoarseNeverAheadOfSystem(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	c := clock.NewCoarse(10 * time.Microsecond)
 	defer c.Close()
 	var last time.Duration
@@ -39,7 +38,7 @@ func TestCoarseNeverAheadOfSystem(t *testing.T) {
 // within a generous deadline and lag by far less than a second; after Close
 // the goroutine is gone (goleak) and the reading is frozen.
 func TestCoarseAdvancesAndCloses(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	c := clock.NewCoarse(0) // DefaultResolution
 	start := c.Now()
 	deadline := time.Now().Add(10 * time.Second)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/keyrate/keyrate/internal/leaktest"
 )
 
 // TestServeKeyFailureIsNotBackendError: a request the middleware cannot
@@ -17,7 +17,7 @@ import (
 // that an alert on backend errors does not page for a misbehaving proxy or
 // client.
 func TestServeKeyFailureIsNotBackendError(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	c, err := parseServe([]string{"-trust", "127.0.0.0/8"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/keyrate/keyrate/internal/leaktest"
 )
 
 // do sends method url with body and the header lines hdr (name,
@@ -47,7 +47,7 @@ func metricLines(t *testing.T, client *http.Client, url string) []string {
 // more), every other request gets 429, and /metrics adds up to what the
 // clients were answered. A bounded stress run: request counts, no timing.
 func TestServeConcurrent(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	const (
 		burst    = 60
 		clients  = 4
@@ -108,7 +108,7 @@ func TestServeConcurrent(t *testing.T) {
 // serving. (Sizes the server reads whole, so that no reset races the
 // answer: a header over the limit is net/http's 431, not keyrate's.)
 func TestServeHugeRequests(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	c, err := parseServe([]string{"-rate", "2", "-per", "1h", "-key", "header:X-API-Key"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestServeHugeRequests(t *testing.T) {
 // /metrics gains no policy label per made-up name, nor one for a name
 // that is not UTF-8.
 func TestServeTierNamesBounded(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	path := writeFile(t, "tiers.txt", tiersFile)
 	c, err := parseServe([]string{"-rate", "1000", "-per", "1h", "-policies", path, "-tier-header", "X-Plan"}, io.Discard)
 	if err != nil {

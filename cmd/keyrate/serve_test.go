@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/leaktest"
 )
 
 func TestServeUsageErrors(t *testing.T) {
@@ -162,7 +161,7 @@ func startServe(t *testing.T, c serveConfig) (string, *http.Client, func()) {
 // TestServe runs the server on loopback for each store and key source, and
 // shuts it down through its context.
 func TestServe(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	for _, args := range [][]string{
 		{"-rate", "2", "-per", "1m", "-store", "mutex"},
 		{"-rate", "2", "-per", "1m", "-store", "striped", "-legacy"},
@@ -258,7 +257,7 @@ ops  unlimited
 // header, for each store: each tier's fields, the default for a request
 // naming none or an unknown one, and none under an unlimited tier.
 func TestServeTiers(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	path := writeFile(t, "tiers.txt", tiersFile)
 	for _, store := range []string{"mutex", "striped", "atomic"} {
 		t.Run("store="+store, func(t *testing.T) {
@@ -305,7 +304,7 @@ func TestServeTiers(t *testing.T) {
 // TestServeDefaultPolicyFile: a file may replace the default policy, here
 // with two windows and no tiers.
 func TestServeDefaultPolicyFile(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	path := writeFile(t, "tiers.txt", "default 1 1s\ndefault 3 1m\n")
 	c, err := parseServe([]string{"-policies", path}, io.Discard)
 	if err != nil {
@@ -363,7 +362,7 @@ func TestServePolicyErrors(t *testing.T) {
 // the address from its start-up line, and stops it with SIGTERM: it must
 // shut down and exit 0.
 func TestRunServeSignal(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	pr, pw := io.Pipe()
 	var stderr strings.Builder
 	code := make(chan int, 1)

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/leaktest"
 	"github.com/keyrate/keyrate/internal/rules"
 )
 
@@ -87,7 +86,7 @@ func TestPacer(t *testing.T) {
 }
 
 func TestBackground(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer leaktest.Verify(t)
 	var nilBg *Background
 	nilBg.Stop() // no sweeper: a no-op
 	if Start(0, func() {}) != nil {
