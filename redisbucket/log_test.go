@@ -261,7 +261,7 @@ func TestLogValue(t *testing.T) {
 	client := newClient(t, srv.Addr())
 	ctx := t.Context()
 	prefix := uniquePrefix(t)
-	s := mustNew(t, client, logLimit(3, time.Hour), redisbucket.WithPrefix(prefix))
+	s := mustNew(t, client, logLimit(3, time.Hour), redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))
 	if d, err := s.AllowN("k", 2); err != nil || !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("AllowN(2) = %+v, %v; want allowed, 1 remaining", d, err)
 	}
@@ -313,7 +313,7 @@ func TestLogExpiry(t *testing.T) {
 	client := newClient(t, srv.Addr())
 	ctx := t.Context()
 	prefix := uniquePrefix(t)
-	s := mustNew(t, client, logLimit(2, 50*time.Millisecond), redisbucket.WithPrefix(prefix))
+	s := mustNew(t, client, logLimit(2, 50*time.Millisecond), redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))
 	before := serverTime(t, client)
 	if !s.Allow("k") {
 		t.Fatal("the first request was denied")
@@ -488,7 +488,7 @@ func TestLogPolicyFunc(t *testing.T) {
 func TestLogSetPolicy(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
-	s := mustNew(t, client, keyrate.PerMinute(3), redisbucket.WithPrefix(uniquePrefix(t)))
+	s := mustNew(t, client, keyrate.PerMinute(3), redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
 	if d, _ := s.AllowN("k", 3); !d.Allowed {
 		t.Fatal("the bucket's first 3 were denied")
 	}
@@ -576,7 +576,8 @@ func TestLogRefused(t *testing.T) {
 	srv := server(t)
 	clk := clock.NewManual(start)
 	s := mustNew(t, newClient(t, srv.Addr()), logLimit(10, time.Second), redisbucket.WithPrefix(uniquePrefix(t)),
-		redisbucket.WithTimeSource(clk), redisbucket.WithLeases(redisbucket.Lease{Size: 4, Life: time.Minute}))
+		redisbucket.WithTimeSource(clk), redisbucket.WithLeases(redisbucket.Lease{Size: 4, Life: time.Minute}),
+		redisbucket.WithTimeout(slowTimeout))
 	if _, err := s.Reserve("k", 1, time.Second); !errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
 		t.Fatalf("Reserve = %v, want ErrUnsupportedAlgorithm", err)
 	}

@@ -252,7 +252,7 @@ func TestWindowLeasesBypassed(t *testing.T) {
 		clk := clock.NewManual(start)
 		s := mustNew(t, newClient(t, srv.Addr()), keyrate.Limit{Rate: 10, Per: time.Second}.Using(alg),
 			redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeSource(clk),
-			redisbucket.WithLeases(redisbucket.Lease{Size: 4, Life: time.Minute}))
+			redisbucket.WithLeases(redisbucket.Lease{Size: 4, Life: time.Minute}), redisbucket.WithTimeout(slowTimeout))
 		admitted := 0
 		for range 15 {
 			if s.Allow("hot") {
