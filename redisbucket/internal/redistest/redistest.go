@@ -216,8 +216,33 @@ func (s *Server) start() error {
 		}
 		// Poll again: a fresh connection attempt, not a sleep for time.
 	}
+	// The PING may have been answered by another process's server on
+	// the port (one that took the free port, or a killed server's, before
+	// this one bound it, which then exits): only our own process will do.
+	if pid, err := serverPid(s.Addr()); err != nil || pid != cmd.Process.Pid {
+		_ = cmd.Process.Kill()
+		<-done
+		if err != nil {
+			return fmt.Errorf("INFO server: %v\n%s", err, log.String())
+		}
+		return fmt.Errorf("port %d: Address already in use by another redis-server (pid %d, not ours, %d)\n%s", s.port, pid, cmd.Process.Pid, log.String())
+	}
 	s.cmd, s.done, s.log = cmd, done, &log
 	return nil
+}
+
+// serverPid returns the process id of the redis-server answering at addr.
+func serverPid(addr string) (int, error) {
+	info, err := command(addr, 10*time.Second, "INFO", "server")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("no process_id in %q", info)
 }
 
 // Pause makes the server take in no command from any client (CLIENT
