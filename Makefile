@@ -61,8 +61,11 @@ depcheck:
 vet:
 	$(GO) vet $(PKGS)
 
+# -timeout 30m: atomicbucket's eviction attacks take about 2.5 minutes
+# under -race on a shared 2-core machine; go test's default of 10 would
+# leave a slower one little margin.
 race:
-	$(GO) test -race -count=1 -shuffle=on $(PKGS)
+	$(GO) test -race -count=1 -shuffle=on -timeout 30m $(PKGS)
 
 ## fuzz: every fuzz target for its FUZZ_EXECS executions (about 10s each),
 ## or for FUZZTIME each when set
