@@ -367,7 +367,7 @@ func (m *md) variants(top int) {
 		// apart; the others are named as ties, never as "1.05× faster".
 		var lo, hi float64
 		n := 0
-		var tied []string
+		var tied, told []string
 		for _, wl := range s.Workloads {
 			x, cmp, ok := s.speedAgainst(allow(subj, wl, top, unitNs), allow(base, wl, top, unitNs))
 			switch {
@@ -382,11 +382,14 @@ func (m *md) variants(top int) {
 					hi = x
 				}
 				n++
+				told = append(told, wl)
 			}
 		}
 		switch {
-		case n > 0 && lo == hi:
-			line += fmt.Sprintf(" At -cpu %d, against `%s` (ratio of medians): %s", top, base, fmtSpeed(lo))
+		case n == 1:
+			line += fmt.Sprintf(" At -cpu %d, against `%s` (ratio of medians): %s on %s", top, base, fmtSpeed(lo), told[0])
+		case n > 1 && lo == hi:
+			line += fmt.Sprintf(" At -cpu %d, against `%s` (ratio of medians): %s on each of %d workloads", top, base, fmtSpeed(lo), n)
 		case n > 1:
 			line += fmt.Sprintf(" At -cpu %d, against `%s` (ratio of medians): from %s to %s over %d workloads", top, base, fmtSpeed(lo), fmtSpeed(hi), n)
 		case len(tied) > 0:

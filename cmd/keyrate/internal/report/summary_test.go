@@ -64,7 +64,7 @@ func TestSummaryNamesStores(t *testing.T) {
 	assert.NotContains(t, summary, "**: `atomic/clock=coarse`", "an option is never the pick")
 	assert.Contains(t, summary, "- `atomic/clock=coarse`: the store reading a `clock.NewCoarse` cached clock")
 	assert.Contains(t, summary, "lags real time by up to its resolution")
-	assert.Contains(t, summary, "At -cpu 2, against `atomic` (ratio of medians): 1.78× faster.")
+	assert.Contains(t, summary, "At -cpu 2, against `atomic` (ratio of medians): 1.78× faster on each of 4 workloads.")
 	assert.Contains(t, summary, "Memory: 80.0 B/key against 80.0.")
 
 	v := Targets(variantSet(t))
@@ -121,4 +121,17 @@ func TestChartLayout(t *testing.T) {
 	}
 	assert.Contains(t, svg.String(), `width="`, "an SVG")
 	assert.NotContains(t, svg.String(), `width="576pt"`, "wider than the plot alone (8in was the old width)")
+}
+
+// TestOptionOneWorkloadNamed: an option that a U test tells from its store
+// on one workload only names that workload with its ratio, and the rest
+// as ties, rather than a bare "1.24× faster" that reads as everywhere.
+func TestOptionOneWorkloadNamed(t *testing.T) {
+	in := lines("store=atomic/wl=hotkey", 2, 10, 100, 0) +
+		lines("store=atomic/clock=coarse/wl=hotkey", 2, 10, 100, 0) +
+		lines("store=atomic/wl=churn", 2, 10, 200, 0) +
+		lines("store=atomic/clock=coarse/wl=churn", 2, 10, 100, 0)
+	var b bytes.Buffer
+	Markdown(&b, readOK(t, in, "one.txt"))
+	assert.Contains(t, b.String(), "(ratio of medians): 1.96× faster on churn; statistically tied on hotkey")
 }
