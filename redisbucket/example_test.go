@@ -15,6 +15,33 @@ import (
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
+// A store shared by every process of a service: each key's bucket lives in
+// Redis, decided by one script call on the server's clock. (Compiled, not
+// run: it needs a redis-server on localhost:6379. The examples below run
+// without one.)
+func Example() {
+	client := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		ContextTimeoutEnabled: true, // New requires it: a call must honour its deadline
+	})
+	defer client.Close()
+	limiter, err := redisbucket.New(client, keyrate.PerSecond(10).WithBurst(20))
+	if err != nil {
+		panic(err) // an invalid limit, or a server New refuses (see New)
+	}
+	d, err := limiter.AllowNContext(context.Background(), "client-42", 1)
+	switch {
+	case err != nil:
+		// Redis failed: d is the failure policy's answer (FailClosed by
+		// default: a denial), and err wraps redisbucket.ErrUnavailable.
+		fmt.Println("rate limiter unavailable:", err)
+	case d.Allowed:
+		fmt.Println("allowed,", d.Remaining, "left")
+	default:
+		fmt.Println("denied; retry after", d.RetryAfter)
+	}
+}
+
 // With no Redis to answer (nothing listens on port 1), a FailClosed store
 // denies and says why.
 func ExampleFailClosed() {
