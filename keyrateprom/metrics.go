@@ -159,7 +159,7 @@ func New(name string) *Metrics {
 // Prometheus requires of a counter, and a store watched twice is not
 // counted twice.
 func (m *Metrics) Watch(s Stater) error {
-	if m == nil || m.policies == nil {
+	if !m.made() {
 		return errors.New("keyrateprom: Watch: a Metrics not made by New")
 	}
 	if s != nil && isnil.Is(s) {
@@ -178,10 +178,14 @@ func (m *Metrics) Watch(s Stater) error {
 	return nil
 }
 
+// made reports whether m was made by New: a nil or zero Metrics, which
+// has no counters, is one that every method leaves alone.
+func (m *Metrics) made() bool { return m != nil && m.policies != nil }
+
 // Observe counts e. It is the keyrate.Observer method. A Metrics not
 // made by New (nil, or the zero value) counts nothing.
 func (m *Metrics) Observe(e keyrate.Event) {
-	if m == nil || m.policies == nil {
+	if !m.made() {
 		return
 	}
 	c := m.counters(e.Policy, e.Err)
@@ -301,7 +305,7 @@ func errKind(err error) int {
 // would end the process: a registry calls Describe on a goroutine of its
 // own.)
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	if m == nil || m.decisions == nil {
+	if !m.made() {
 		return
 	}
 	m.decisions.Describe(ch)
@@ -317,7 +321,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect is the prometheus.Collector method. A Metrics not made by New
 // collects nothing.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	if m == nil || m.decisions == nil {
+	if !m.made() {
 		return
 	}
 	m.decisions.Collect(ch)

@@ -387,11 +387,7 @@ func (f *front) Cancel(r keyrate.Reservation) bool { return (*Store)(f).Cancel(r
 // slot has not come and the key's bucket has not changed since. See
 // keyrate.Reservation.Cancel.
 func (s *Store) Cancel(r keyrate.Reservation) bool {
-	rs := rules.ReservationRules(r)
-	if rs == nil || !r.OK() || rs.Unlimited() {
-		return false
-	}
-	return rules.CancelOnce(r, func() bool {
+	return rules.CancelOnce(r, func(rs *rules.Rules) bool {
 		key := r.Key()
 		return s.tab.cancel(key, s.seed.Hash(key), rs, rules.ReservationEnd(r), r.At(), r.Cost())
 	})

@@ -76,14 +76,19 @@ func UnclaimCancel(r keyrate.Reservation) {
 	}
 }
 
-// CancelOnce returns what cancel, a store's cancel of r that either gives
-// r's tokens back or certainly gives nothing, returns, running it only if
-// ClaimCancel(r) does; r stays claimed if it returns true.
-func CancelOnce(r keyrate.Reservation, cancel func() bool) bool {
-	if !ClaimCancel(r) {
+// CancelOnce is a store's Cancel of r. It returns false, running
+// nothing, for a reservation no store gives anything back for (the zero
+// Reservation, one not OK, one under an unlimited policy) or one that
+// ClaimCancel refuses; otherwise it returns what cancel, given r's
+// compiled policy, returns: the store's cancel, which either gives r's
+// tokens back or certainly gives nothing. r stays claimed if it gave them
+// back.
+func CancelOnce(r keyrate.Reservation, cancel func(rs *Rules) bool) bool {
+	rs := ReservationRules(r)
+	if rs == nil || !r.OK() || rs.Unlimited() || !ClaimCancel(r) {
 		return false
 	}
-	if cancel() {
+	if cancel(rs) {
 		return true
 	}
 	UnclaimCancel(r)

@@ -116,15 +116,10 @@ func Denied(ok bool) int {
 // map still holds r's key under r's policy and the bucket allows it (see
 // Bucket.Cancel).
 func (m *Map[B]) Cancel(r keyrate.Reservation) bool {
-	rs := rules.ReservationRules(r)
-	if rs == nil || !r.OK() || rs.Unlimited() {
-		return false
-	}
-	b, ok := m.Load(r.Key())
-	if !ok || b.Rules() != rs {
-		return false
-	}
-	return rules.CancelOnce(r, func() bool { return b.Cancel(rules.ReservationEnd(r), r.At(), r.Cost()) })
+	return rules.CancelOnce(r, func(rs *rules.Rules) bool {
+		b, ok := m.Load(r.Key())
+		return ok && b.Rules() == rs && b.Cancel(rules.ReservationEnd(r), r.At(), r.Cost())
+	})
 }
 
 // Refund gives cost tokens back to key under rs (see

@@ -22,7 +22,7 @@ const maxSkip = 16 << 20
 type errEndless struct{ line int }
 
 func (e *errEndless) Error() string {
-	return fmt.Sprintf("line %d: a line of more than %d bytes: not benchmark output", e.line, maxSkip)
+	return fmt.Sprintf("a line of more than %d bytes: not benchmark output", maxSkip)
 }
 
 // longLine is a line that lineLimiter left out: its number and length.

@@ -338,7 +338,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 	}
 	if err := br.Err(); err != nil {
 		if e := (*errEndless)(nil); errors.As(err, &e) {
-			return nil, fmt.Errorf("%s:%d: a line of more than %d bytes: not benchmark output", label, e.line, maxSkip)
+			return nil, fmt.Errorf("%s:%d: %w", label, e.line, e)
 		}
 		return nil, err
 	}
