@@ -137,7 +137,9 @@ const (
 // counts if it had the same algorithm and length and they fit the new N,
 // and otherwise owes what rules.Rules.Carry counts: the cost it could not
 // spend under the old limit (from the start of the window it counted
-// ahead, if it did), N to a window from now's, spilling into the windows
+// ahead, if it did, with the windows before it full: a fixed window's N
+// stands for the count it does not keep), N to a window from now's,
+// spilling into the windows
 // after it, saturating at a window start of 2^53 µs; a token bucket
 // carried from a window owes that cost in tokens. Reservations (modes R
 // and C) are refused under a policy with a window algorithm.
@@ -282,7 +284,7 @@ end
 local function wcarry(o, s, w)
   local from, d = now, 0
   if o[1] == 0 and s[1] > 0 then
-    from, d = (now - math.fmod(now, o[2]) + s[1] * o[2]), s[2] + s[3]
+    from, d = (now - math.fmod(now, o[2]) + s[1] * o[2]), (o[4] == 1 and o[3] or s[2]) + s[3]
   elseif o[1] == 0 then
     d = o[3] - wrem(o, s)
   elseif s[1] * o[1] > 4503599627370496 then

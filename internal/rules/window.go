@@ -266,8 +266,17 @@ func (p *Rule) carryFrom(f *Rule, s State, t time.Duration) State {
 	from := fnow
 	if f.alg != keyrate.TokenBucket {
 		if base, _, prev, cur, ahead := f.view(s, fnow); ahead {
-			// Counted in a later window (a reservation's): owe what it
-			// counts from that window's start.
+			// Counted in a later window (a reservation's, or debt that
+			// wCarry spilled there): owe what it counts from that
+			// window's start, and the windows before it as full. A
+			// sliding window keeps that count as prev; a fixed window
+			// keeps none, so its N stands for it. Without it, a key
+			// moved from a token bucket to a fixed window and back, in
+			// one window, was handed back that window's N less what the
+			// bucket refills by its end, at every such round trip.
+			if f.alg == keyrate.FixedWindow {
+				prev = f.n
+			}
 			from, num, den = base*f.win, prev+cur, 1
 		}
 	}
