@@ -156,11 +156,14 @@
 // a goroutine holding a stale reading of a monotonic clock cannot do this.
 //
 // A window algorithm's state packs the window index above its counts
-// (the current window's, and for the sliding window the previous one's),
-// each count in bits.Len(N) bits, below 2^63 like a TAT. The index only
-// grows and a window's counts only grow, so a stale reading can only
-// spend less: a reading from an earlier window than the state's spends
-// nothing. A window rule's clock range must be at least ten years, which
-// bounds N for short windows (a sliding window of 1s counts up to 131071;
-// Limit.Validate names the bound).
+// (the current window's and the previous one's), each count in
+// bits.Len(N) bits, below 2^63 like a TAT. The fixed window decides by
+// the current count alone and keeps the previous one for a move to
+// another limit, which carries both (as the sliding window's estimate:
+// see PolicyLimiter). The index only grows and a window's counts only
+// grow, so a stale reading can only spend less: a reading from an earlier
+// window than the state's spends nothing. A window rule's clock range
+// must be at least ten years, which bounds N for short windows (a window
+// of 1s counts up to 131071, one of 1m up to 1048575, one of 24h up to
+// 33554431; Limit.Validate names the bound).
 package keyrate

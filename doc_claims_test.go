@@ -145,8 +145,8 @@ func TestClaimStringForms(t *testing.T) {
 // FillTime: "how long an empty bucket takes to fill in a store, rounded up
 // to a whole nanosecond: a key idle that long is back to a full bucket. For
 // a limit enforced exactly ... it is Burst·Per/Rate; for any other ... a
-// little longer (PerSecond(17): 1.00000001s) ... Per for FixedWindow, 2·Per
-// for SlidingWindow. It is 0 for a limit that Validate rejects."
+// little longer (PerSecond(17): 1.00000001s) ... Under a window algorithm
+// ... 2·Per ... It is 0 for a limit that Validate rejects."
 func TestClaimFillTime(t *testing.T) {
 	for _, c := range []struct {
 		l    keyrate.Limit
@@ -155,7 +155,7 @@ func TestClaimFillTime(t *testing.T) {
 		{keyrate.PerMinute(3), time.Minute},
 		{keyrate.PerMinute(3).WithBurst(1), 20 * time.Second},
 		{keyrate.Limit{Rate: 3, Per: 10 * time.Nanosecond, Burst: 1}, 4 * time.Nanosecond}, // 10/3 rounded up
-		{keyrate.PerMinute(3).Using(keyrate.FixedWindow), time.Minute},
+		{keyrate.PerMinute(3).Using(keyrate.FixedWindow), 2 * time.Minute},
 		{keyrate.PerMinute(3).Using(keyrate.SlidingWindow), 2 * time.Minute},
 		{keyrate.PerSecond(17), time.Second + 10}, // not exact: 17 ticks of 1s/17 rounded up
 		{keyrate.Limit{}, 0},

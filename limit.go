@@ -73,9 +73,10 @@ func (l Limit) unit() (tick.Unit, error) {
 // the package documentation) it is Burst·Per/Rate; for any other the store
 // rounds the token interval up, so it is a little longer (PerSecond(17):
 // 1.00000001s). Under a window algorithm it is how long a key idle from
-// the start of a window takes to have no requests counted: Per for
-// FixedWindow, 2·Per for SlidingWindow. It is 0 for a limit that Validate
-// rejects.
+// the start of a window takes to have no requests counted: 2·Per, as a
+// window's count weighs on the next (the sliding window's estimate, and
+// the fixed window's state carried to another limit: see PolicyLimiter).
+// It is 0 for a limit that Validate rejects.
 func (l Limit) FillTime() time.Duration {
 	u, err := l.unit()
 	if err != nil {

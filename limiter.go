@@ -47,6 +47,11 @@ type Limiter interface {
 // the new policy lacks is forgotten. A client of 100 a minute that has
 // spent 60 gets 9 940 tokens at once when upgraded to 10 000 a minute;
 // downgraded to 50 a minute, it owes 10 and waits 12s for its next token.
+// A window algorithm's window has spent its current window's count and
+// the previous window's weighted by the part of the current window still
+// to come (the sliding window's estimate; the fixed window keeps that
+// count for this alone): a fixed window admits N at the end of one window
+// and N more at the start of the next, and a key moved then owes both.
 // Since spent tokens are carried whole, no sequence of changes or tier
 // moves hands a key tokens it has not refilled (windows matched by
 // position; a window dropped and added back starts full), unless the

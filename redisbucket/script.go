@@ -122,25 +122,27 @@ const (
 // the descriptor "0:W:N:A" (K = 0 marks it): its length W in µs, its limit
 // N, and A = 1 for the fixed window, 2 for the sliding one; its state is
 // "i:p:q", the index of its window, ⌊t/W⌋ of the Unix epoch's µs t (of
-// the time source's), the count of window i − 1 (0 for the fixed window)
-// and that of window i. Read at now, a state of an earlier window moves
-// to now's (the sliding window's count of i − 1 becoming the previous
-// one), and a state of a later window (a carried-over debt) admits
-// nothing. A spend of c is allowed iff q + c ≤ N and, for the sliding
-// window, p·(W − e) ≤ (N − q − c)·W with e = now mod W; it adds c to q. A
-// refund takes c off q, and what is left of it off p, as keyrate does; a
-// peek writes nothing. Its key lives until its counts no longer weigh:
-// the end of window i (of i + 1 for a sliding window's q), in whole ms.
-// Its reply is (k, p, q), the window k ≥ 0 after now's that it counts in
-// and the counts, and the reply ends with now in µs, so that Go can place
-// it (see plan.lcm). Carried over from another limit, a window keeps its
+// the time source's), the count of window i − 1 and that of window i.
+// Read at now, a state of an earlier window moves to now's (the count of
+// i − 1 becoming the previous one), and a state of a later window (a
+// carried-over debt) admits nothing. A spend of c is allowed iff q + c ≤
+// N and, for the sliding window, p·(W − e) ≤ (N − q − c)·W with e = now
+// mod W; it adds c to q. The fixed window keeps p only for a carry to
+// another limit (below). A refund takes c off q, and for the sliding
+// window what is left of it off p, as keyrate does; a peek writes
+// nothing. Its key lives until its counts no longer weigh: the end of
+// window i + 1 for q, of window i for p, in whole ms. Its reply is (k, p,
+// q), the window k ≥ 0 after now's that it counts in and the counts, and
+// the reply ends with now in µs, so that Go can place it (see plan.lcm).
+// A value of an earlier version, which kept no p for a fixed window,
+// reads as p = 0. Carried over from another limit, a window keeps its
 // counts if it had the same algorithm and length and they fit the new N,
-// and otherwise owes what rules.Rules.Carry counts: the cost it could not
-// spend under the old limit (from the start of the window it counted
-// ahead, if it did, with the windows before it full: a fixed window's N
-// stands for the count it does not keep), N to a window from now's,
-// spilling into the windows
-// after it, saturating at a window start of 2^53 µs; a token bucket
+// and otherwise owes what rules.Rules.Carry counts: the cost counted
+// against it, q + ⌈p·(W − e)/W⌉, for both algorithms (from the start of
+// the window it counted ahead, if it did, with the windows before it
+// full: for a fixed window, N stands for the count before), N to a window
+// from now's, spilling into the windows after it (the one before each
+// counting N), saturating at a window start of 2^53 µs; a token bucket
 // carried from a window owes that cost in tokens. Reservations (modes R
 // and C) are refused under a policy with a window algorithm.
 //
@@ -211,7 +213,7 @@ if #ARGV == 10 and ARGV[7] == '0' and ARGV[6] == '' and cost >= 0 and type(v) ~=
     ok = desc == ARGV[4] and #x <= 16 and #y <= 16 and #z <= 16
     if ok then
       idx, p, q = tonumber(x), tonumber(y), tonumber(z)
-      ok = p <= N and q <= N and (a == 2 or p == 0) and idx * w <= 9007199254740992
+      ok = p <= N and q <= N and idx * w <= 9007199254740992
     end
   end
   if ok then
@@ -220,7 +222,7 @@ if #ARGV == 10 and ARGV[7] == '0' and ARGV[6] == '' and cost >= 0 and type(v) ~=
     local k = 0
     if idx > iw then
       k = idx - iw
-    elseif idx == iw - 1 and a == 2 then
+    elseif idx == iw - 1 then
       p, q = q, 0
     elseif idx < iw then
       p, q = 0, 0
@@ -228,7 +230,7 @@ if #ARGV == 10 and ARGV[7] == '0' and ARGV[6] == '' and cost >= 0 and type(v) ~=
     if cost == 0 then return {-1, 0, k, p, q, now} end
     if k > 0 or q + cost > N or (a == 2 and p > 0 and p * (w - e) > (N - q - cost) * w) then return {0, 0, k, p, q, now} end
     q = q + cost
-    local us = a * w - e
+    local us = 2 * w - e
     local r = math.fmod(us, 1000)
     local ttl = (us - r) / 1000
     if r > 0 then ttl = ttl + 1 end
@@ -259,7 +261,7 @@ local function view(w, a, idx, p, q)
   local iw = (now - e) / w
   if idx > iw then return {idx - iw, p, q} end
   if idx == iw then return {0, p, q} end
-  if idx == iw - 1 and a == 2 then return {0, q, 0} end
+  if idx == iw - 1 then return {0, q, 0} end
   return {0, 0, 0}
 end
 
@@ -270,23 +272,15 @@ local function fits(w, d, c)
   return p * (w[2] - math.fmod(now, w[2])) <= (N - q) * w[2]
 end
 
-local function wrem(w, d)
-  local N, p, q = w[3], d[2], d[3]
-  if d[1] > 0 or q >= N then return 0 end
-  if w[4] == 1 or p == 0 then return N - q end
-  local y = p * (w[2] - math.fmod(now, w[2]))
-  local m = math.fmod(y, w[2])
-  local k = (y - m) / w[2]
-  if m > 0 then k = k + 1 end
-  return math.max(N - q - k, 0)
-end
-
 local function wcarry(o, s, w)
   local from, d = now, 0
   if o[1] == 0 and s[1] > 0 then
     from, d = (now - math.fmod(now, o[2]) + s[1] * o[2]), (o[4] == 1 and o[3] or s[2]) + s[3]
   elseif o[1] == 0 then
-    d = o[3] - wrem(o, s)
+    local y = s[2] * (o[2] - math.fmod(now, o[2]))
+    local m = math.fmod(y, o[2])
+    d = s[3] + (y - m) / o[2]
+    if m > 0 then d = d + 1 end
   elseif s[1] * o[1] > 4503599627370496 then
     d = 4503599627370496
   else
@@ -305,7 +299,7 @@ local function wcarry(o, s, w)
   if d <= w[3] then return {k, 0, d} end
   local full = math.floor((d - 1) / w[3])
   local last = math.floor(9007199254740992 / w[2]) - (now - math.fmod(now, w[2])) / w[2]
-  return {math.min(k + full, last), w[4] == 2 and w[3] or 0, d - full * w[3]}
+  return {math.min(k + full, last), w[3], d - full * w[3]}
 end
 
 local function debt(t, w, r)
@@ -435,7 +429,7 @@ elseif v then
   for i = 1, (bad == 0 and #S or 0) do
     local k, g, f, a, b, r = O[i][1], O[i][3], O[i][4], S[i][1], S[i][2], S[i][3] or 0
     if k == 0 then
-      if m ~= 3 or O[i][2] < 1 or g < 1 or (f ~= 1 and f ~= 2) or math.max(O[i][2], g) > 4503599627370496 or b > g or r > g or (f == 1 and b > 0) or a * O[i][2] > 9007199254740992 then
+      if m ~= 3 or O[i][2] < 1 or g < 1 or (f ~= 1 and f ~= 2) or math.max(O[i][2], g) > 4503599627370496 or b > g or r > g or a * O[i][2] > 9007199254740992 then
         bad = 1
         break
       end
@@ -508,7 +502,7 @@ local function put()
       local start = now - math.fmod(now, w[2]) + d[1] * w[2]
       T[i] = string.format('%d:%d:%d', start / w[2], d[2], d[3])
       us = start - now
-      if d[3] > 0 and w[4] == 2 then us = us + 2 * w[2] elseif d[2] + d[3] > 0 then us = us + w[2] end
+      if d[3] > 0 then us = us + 2 * w[2] elseif d[2] > 0 then us = us + w[2] end
       us = math.max(us, 0)
     else
       T[i] = string.format('%d:%d:%d', d[4] or now + d[1], d[5] or d[2], d[6] or d[3])
@@ -740,14 +734,10 @@ func (u units) args() (k, i int64, g uint64, f int64) {
 
 // state packs a window's counts as rules.Rule does (see keyrate's
 // window.go): with b = bits.Len(N), the window index above the counts,
-// each in b bits, the previous window's above the current one's for the
-// sliding window. TestWindowState pins the layout against keyrate's.
+// each in b bits, the previous window's above the current one's.
+// TestWindowState pins the layout against keyrate's.
 func (u units) state(idx, prev, cur uint64) rules.State {
 	b := uint(bits.Len64(uint64(u.n)))
-	if u.alg == keyrate.FixedWindow {
-		idx = min(idx, 1<<(63-b)-1)
-		return rules.State(idx<<b | cur)
-	}
 	idx = min(idx, 1<<(63-2*b)-1)
 	return rules.State(idx<<(2*b) | prev<<b | cur)
 }
@@ -875,7 +865,7 @@ func (p *plan) read(res []int64, st []rules.State, extra int) (denied int, t0 ti
 	for i, u := range p.units {
 		du, db, r := res[2+3*i], res[3+3*i], res[4+3*i]
 		if u.win > 0 { // ahead, previous and current counts
-			if du < 0 || du > maxAhead || db < 0 || db > u.n || r < 0 || r > u.n || (u.alg == keyrate.FixedWindow && db != 0) {
+			if du < 0 || du > maxAhead || db < 0 || db > u.n || r < 0 || r > u.n {
 				return 0, 0, false, fmt.Errorf("script returned %v, out of range", res)
 			}
 			st[i] = u.state(uint64(t0/(time.Duration(u.win)*time.Microsecond))+uint64(du), uint64(db), uint64(r))

@@ -167,19 +167,20 @@ func windowFleet(t *testing.T, newClient func(testing.TB) redis.UniversalClient,
 
 // TestWindowValue: a window's value is "0:W:N:A/idx:p:q", the window of
 // the Unix epoch's multiples of W and its counts, and the key expires
-// when its counts no longer weigh: at the window's end for the fixed
-// window, at the next one's for the sliding window (rounded up to a ms).
-// The windows are an hour long, and a key found gone must have reached
-// its end on the server's clock.
+// when its counts no longer weigh: at the next window's end (rounded up
+// to a ms), for the sliding window's estimate and for the fixed window's
+// carry to another limit (keyrate.PolicyLimiter). The windows are an hour
+// long, and a key found gone must have reached its end on the server's
+// clock.
 func TestWindowValue(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
 	for _, alg := range windowAlgorithms {
 		t.Run("alg="+alg.String(), func(t *testing.T) {
 			limit := keyrate.Limit{Rate: 3, Per: time.Hour}.Using(alg)
-			a, weighs := 1, limit.Per // the windows a count weighs on
+			a, weighs := 1, 2*limit.Per // the windows a count weighs on
 			if alg == keyrate.SlidingWindow {
-				a, weighs = 2, 2*limit.Per
+				a = 2
 			}
 			prefix := uniquePrefix(t)
 			s := mustNew(t, client, limit, redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout))

@@ -57,3 +57,74 @@ func TestFixedWindowRoundTripMintsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestFixedWindowCarryOwesPreviousWindow: a key moved out of a fixed
+// window owes the previous window's count too, weighted by the part of
+// the current window still to come, as a sliding window's does. A fixed
+// window that kept only its current count forgot the previous one:
+//
+//   - at a window's start, after N at the end of the window before and N
+//     at its start, a key moved to a token bucket owed only the second N,
+//     so it got Burst − N more: 9 admitted in 1ms against a burst of 6;
+//   - a key moved from a token bucket into a fixed window just before the
+//     window's end, and back just after it, had the bucket's debt
+//     forgiven at the boundary: 9 admitted in 3ms against a burst of 6.
+//
+// FuzzPolicyBound found the second in a CI run: 8 admitted in 132ms
+// against 6 + 1.32 (its input, rebuilt from the run's trace, is testdata
+// 77d2c39d3924eef3).
+func TestFixedWindowCarryOwesPreviousWindow(t *testing.T) {
+	bucket := keyrate.Limit{Rate: 1, Per: 100 * time.Millisecond, Burst: 6}
+	fixed := keyrate.Policy{Name: "fixed", Limits: []keyrate.Limit{keyrate.Limit{Rate: 3, Per: 500 * time.Millisecond}.Using(keyrate.FixedWindow)}}
+	for _, s := range stores {
+		t.Run("store="+s.name, func(t *testing.T) {
+			clk := clock.NewManual(time.Hour) // a window starts here
+			l, err := s.new(bucket, keyrate.WithClock(clk), keyrate.WithPolicies(fixed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.(keyrate.BoundedLimiter).Close()
+			pl := l.(keyrate.PolicyLimiter)
+			tier, err := pl.Tier("fixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			spend := func(what string, n int, f func() (keyrate.Decision, error)) int {
+				t.Helper()
+				got := 0
+				for range n {
+					if d, err := f(); err != nil {
+						t.Fatalf("%s: %v", what, err)
+					} else if d.Allowed {
+						got++
+					}
+				}
+				return got
+			}
+
+			// 2N across a fixed window's boundary, then the bucket.
+			clk.Advance(499 * time.Millisecond)
+			admitted := spend("the fixed window's end", 3, func() (keyrate.Decision, error) { return pl.AllowTier("a", tier, 1) })
+			clk.Advance(time.Millisecond)
+			admitted += spend("the next window's start", 3, func() (keyrate.Decision, error) { return pl.AllowTier("a", tier, 1) })
+			if admitted != 6 {
+				t.Fatalf("a fixed window of 3 admitted %d across its boundary, want 6", admitted)
+			}
+			admitted += spend("the bucket", 6, func() (keyrate.Decision, error) { return pl.AllowN("a", 1) })
+			if admitted > bucket.Burst {
+				t.Errorf("%d admitted in 1ms: 6 by a fixed window of 3 across its boundary, then %d by a token bucket; a burst of %d allows %d",
+					admitted, admitted-6, bucket.Burst, bucket.Burst)
+			}
+
+			// The bucket's debt through a fixed window's boundary.
+			clk.Advance(498 * time.Millisecond) // 2ms before the next boundary
+			admitted = spend("the bucket", 3, func() (keyrate.Decision, error) { return pl.AllowN("b", 1) })
+			spend("the fixed window", 1, func() (keyrate.Decision, error) { return pl.AllowTier("b", tier, 1) })
+			clk.Advance(3 * time.Millisecond)
+			admitted += spend("the bucket again", 6, func() (keyrate.Decision, error) { return pl.AllowN("b", 1) })
+			if admitted > bucket.Burst {
+				t.Errorf("%d admitted in 3ms by a token bucket with a fixed window's boundary between; a burst of %d allows %d", admitted, bucket.Burst, bucket.Burst)
+			}
+		})
+	}
+}

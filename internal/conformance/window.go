@@ -100,15 +100,24 @@ func (m *WindowModel) Remaining(t int64) int64 {
 }
 
 // FullAt returns the tick from which the key is as a new one: the end of
-// the last window with a count (and, for the sliding window, of the window
-// after it, whose estimate it weighs on), or 0 if nothing is counted.
+// the window after the last with a count (whose sliding estimate, and the
+// fixed window's debt when carried to another limit, it weighs on), or 0
+// if nothing is counted.
 func (m *WindowModel) FullAt() int64 {
 	w := m.last()
 	if w < 0 {
 		return 0
 	}
-	if m.Alg == keyrate.SlidingWindow {
-		return (w + 2) * m.W
+	return (w + 2) * m.W
+}
+
+// ResetAt returns the tick from which the key allows N again: FullAt for
+// the sliding window; for the fixed window, the end of the last window
+// with a count, or 0 if nothing is counted.
+func (m *WindowModel) ResetAt() int64 {
+	w := m.last()
+	if w < 0 || m.Alg == keyrate.SlidingWindow {
+		return m.FullAt()
 	}
 	return (w + 1) * m.W
 }
@@ -157,7 +166,7 @@ func (m *WindowModel) Refund(t, c int64) {
 // ResetAfter, WindowResetAfter; the caller fills Policy, Window, Limit).
 func (m *WindowModel) Decide(t, c int64, allowed bool) keyrate.Decision {
 	d := keyrate.Decision{Allowed: allowed, Remaining: int(m.Remaining(t))}
-	d.ResetAfter = time.Duration(max(0, m.FullAt()-t))
+	d.ResetAfter = time.Duration(max(0, m.ResetAt()-t))
 	d.WindowResetAfter = d.ResetAfter
 	if !allowed {
 		d.RetryAfter = time.Duration(m.Earliest(t, c) - t)

@@ -31,7 +31,7 @@ func remainingBS(m *conformance.WindowModel, t int64) int64 {
 
 func modelDecide(m *conformance.WindowModel, t, c int64, allowed bool) keyrate.Decision {
 	d := keyrate.Decision{Allowed: allowed, Remaining: int(remainingBS(m, t))}
-	d.ResetAfter = time.Duration(max(0, m.FullAt()-t))
+	d.ResetAfter = time.Duration(max(0, m.ResetAt()-t))
 	d.WindowResetAfter = d.ResetAfter
 	if !allowed {
 		d.RetryAfter = time.Duration(m.Earliest(t, c) - t)

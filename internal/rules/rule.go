@@ -221,11 +221,14 @@ func (p *Rule) Refund(s State, now uint64, cost int) State {
 // and den the ticks per token. Carry uses it to carry a bucket's state
 // over to another rule.
 //
-// A window rule's debt is the cost that could not be spent at now, whole:
-// N minus Remaining.
+// A window rule's debt is the cost counted against it at now, whole: the
+// count of now's window plus the previous window's weighted by the part
+// of now's window still to come (the sliding window's estimate, for the
+// fixed window too, and not capped at N), and N for a state whose window
+// lies ahead.
 func (p *Rule) Debt(s State, now uint64) (num, den uint64) {
 	if p.alg != keyrate.TokenBucket {
-		return p.n - uint64(p.wRemaining(s, now)), 1
+		return p.wDebt(s, now), 1
 	}
 	return p.debt(s, now), p.interval
 }
@@ -338,7 +341,7 @@ func (p *Rule) Peek(s State, now uint64) keyrate.Decision {
 // resetAt returns the time from tick now until state s is full.
 func (p *Rule) resetAt(s State, now uint64) time.Duration {
 	if p.alg != keyrate.TokenBucket {
-		return p.duration(sub0(p.wFullAt(s), now))
+		return p.duration(sub0(p.wResetAt(s), now))
 	}
 	return p.duration(p.debt(s, now))
 }

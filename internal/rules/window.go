@@ -11,11 +11,15 @@ import (
 // SlidingWindow) over the packed State. With b = bits.Len(N), the count
 // bits of the rule, a state packs, from the high bits down,
 //
-//	fixed window:    idx | q          (idx: the window, q: its count)
-//	sliding window:  idx | p | q      (p: the count of window idx−1)
+//	idx | p | q      (idx: the window, q: its count, p: that of window idx−1)
 //
-// each count in b bits, the window index in the 63 − b (or 63 − 2b) bits
-// above them, so that a state stays below 2^63 like a token bucket's.
+// each count in b bits, the window index in the 63 − 2b bits above them,
+// so that a state stays below 2^63 like a token bucket's. The fixed
+// window decides by q alone; it keeps p for Debt, which carries a key's
+// state to another limit: a fixed window admits N at the end of one
+// window and N more at the start of the next, and a key moved to a token
+// bucket then owes both, not the second alone (or a move handed it back
+// the first N at once: TestFixedWindowCarryOwesPreviousWindow).
 // The zero State is window 0 with nothing counted: a new key at every
 // tick. A state never moves backwards (the window index only grows, and
 // within a window the counts only grow) but for a refund or a cancel.
@@ -33,17 +37,11 @@ import (
 // unpack returns the window index and counts of state s.
 func (p *Rule) unpack(s State) (idx, prev, cur uint64) {
 	mask := uint64(1)<<p.cb - 1
-	if p.alg == keyrate.FixedWindow {
-		return uint64(s) >> p.cb, 0, uint64(s) & mask
-	}
 	return uint64(s) >> (2 * p.cb), uint64(s) >> p.cb & mask, uint64(s) & mask
 }
 
 // pack is the inverse of unpack.
 func (p *Rule) pack(idx, prev, cur uint64) State {
-	if p.alg == keyrate.FixedWindow {
-		return State(idx<<p.cb | cur)
-	}
 	return State(idx<<(2*p.cb) | prev<<p.cb | cur)
 }
 
@@ -62,7 +60,7 @@ func (p *Rule) view(s State, now uint64) (base, e, prev, cur uint64, ahead bool)
 		return idx, 0, pv, cu, true
 	case iw == idx:
 		return idx, now - iw*p.win, pv, cu, false
-	case iw == idx+1 && p.alg == keyrate.SlidingWindow:
+	case iw == idx+1:
 		return iw, now - iw*p.win, cu, 0, false
 	}
 	return iw, now - iw*p.win, 0, 0, false
@@ -113,12 +111,7 @@ func (p *Rule) earliest(s State, now, cost uint64) (slot, base, prev, cur uint64
 		if at := p.fitsAt(e, prev, cur, cost); at < p.win {
 			return base*p.win + at, base, prev, cur
 		}
-		base, e = base+1, 0
-		if p.alg == keyrate.FixedWindow {
-			prev, cur = 0, 0
-		} else {
-			prev, cur = cur, 0
-		}
+		base, e, prev, cur = base+1, 0, cur, 0
 	}
 }
 
@@ -144,19 +137,59 @@ func (p *Rule) wReserve(s State, now uint64, cost int, wait uint64) (State, bool
 	return p.pack(base, prev, cur+uint64(cost)), true
 }
 
-// wFullAt returns the tick from which state s is full: the end of the
-// last window it counts anything in (the sliding window's counts weigh
-// on the next window too), or the start of its window if it counts
-// nothing (before it, a reading is stale).
+// wFullAt returns the tick from which state s is full, as a new key: the
+// end of the window after the last it counts anything in (a count weighs
+// on the next window too: in the sliding window's estimate, and in the
+// fixed window's Debt), or the start of its window if it counts nothing
+// (before it, a reading is stale).
 func (p *Rule) wFullAt(s State) uint64 {
 	idx, prev, cur := p.unpack(s)
 	switch {
-	case cur > 0 && p.alg == keyrate.SlidingWindow:
+	case cur > 0:
 		return (idx + 2) * p.win
-	case cur > 0 || prev > 0:
+	case prev > 0:
 		return (idx + 1) * p.win
 	}
 	return idx * p.win
+}
+
+// wResetAt returns the tick from which state s allows N again: wFullAt
+// for the sliding window; for the fixed window, the end of the window it
+// counts in (what its Decision's ResetAfter reports: the previous count
+// it keeps decides nothing), or the start of its window if that counts
+// nothing.
+func (p *Rule) wResetAt(s State) uint64 {
+	if p.alg == keyrate.SlidingWindow {
+		return p.wFullAt(s)
+	}
+	idx, _, cur := p.unpack(s)
+	if cur > 0 {
+		return (idx + 1) * p.win
+	}
+	return idx * p.win
+}
+
+// wDebt returns the cost counted against state s at tick now, whole: the
+// count of now's window plus the previous window's weighted by the part
+// of now's window still to come, ⌈p·(W − e)/W⌉ (the sliding window's
+// estimate, uncapped). It is more than N − Remaining only where that
+// estimate passes N: for the fixed window, whose rule it is not, and for
+// a sliding window whose counts a smaller N kept. A state whose window
+// lies ahead of now owes N at now (carryFrom counts it from its window).
+func (p *Rule) wDebt(s State, now uint64) uint64 {
+	_, e, prev, cur, ahead := p.view(s, now)
+	if ahead {
+		return p.n
+	}
+	if prev == 0 {
+		return cur
+	}
+	hi, lo := bits.Mul64(prev, p.win-e)
+	q, r := bits.Div64(hi, lo, p.win) // hi < W, as prev < 2^64
+	if r != 0 {
+		q++
+	}
+	return cur + q
 }
 
 // wRemaining returns the cost a request could spend from s at tick now.
@@ -269,10 +302,11 @@ func (p *Rule) carryFrom(f *Rule, s State, t time.Duration) State {
 			// Counted in a later window (a reservation's, or debt that
 			// wCarry spilled there): owe what it counts from that
 			// window's start, and the windows before it as full. A
-			// sliding window keeps that count as prev; a fixed window
-			// keeps none, so its N stands for it. Without it, a key
-			// moved from a token bucket to a fixed window and back, in
-			// one window, was handed back that window's N less what the
+			// sliding window counts the window before as prev; a fixed
+			// window owes N for it, whatever its prev (a state an
+			// earlier version wrote kept none). Without it, a key moved
+			// from a token bucket to a fixed window and back, in one
+			// window, was handed back that window's N less what the
 			// bucket refills by its end, at every such round trip.
 			if f.alg == keyrate.FixedWindow {
 				prev = f.n

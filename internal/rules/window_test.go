@@ -402,7 +402,10 @@ func TestWindowLimitErrors(t *testing.T) {
 		{keyrate.Limit{Rate: 1, Per: 0, Burst: 1, Algorithm: keyrate.FixedWindow}, "Per 0s is below 1ns"},
 		{keyrate.Limit{Rate: 1, Per: 200 * 365 * 24 * time.Hour}.Using(keyrate.FixedWindow), "above the longest fixed-window window"},
 		{keyrate.PerSecond(1 << 20).Using(keyrate.SlidingWindow), "Rate 1048576 is too many for a sliding-window window of 1s: the state counts at most 131071"},
-		{keyrate.Limit{Rate: 100, Per: time.Nanosecond}.Using(keyrate.FixedWindow), "counts at most 15"},
+		{keyrate.Limit{Rate: 100, Per: time.Nanosecond}.Using(keyrate.FixedWindow), "counts at most 3"},
+		// A fixed window keeps the previous window's count too (for Debt), so
+		// it has the sliding window's bounds.
+		{keyrate.PerSecond(1 << 20).Using(keyrate.FixedWindow), "Rate 1048576 is too many for a fixed-window window of 1s: the state counts at most 131071"},
 		{keyrate.Limit{Rate: 1, Per: time.Second, Burst: 1, Algorithm: 9}, "Algorithm(9) is not one of"},
 	} {
 		err := c.l.Validate()
@@ -412,9 +415,9 @@ func TestWindowLimitErrors(t *testing.T) {
 	}
 	for _, l := range []keyrate.Limit{
 		keyrate.PerSecond(131071).Using(keyrate.SlidingWindow),
-		keyrate.PerSecond(1 << 30).Using(keyrate.FixedWindow),
+		keyrate.PerSecond(131071).Using(keyrate.FixedWindow),
 		keyrate.PerMinute(1<<20 - 1).Using(keyrate.SlidingWindow),
-		keyrate.Limit{Rate: 15, Per: time.Nanosecond}.Using(keyrate.FixedWindow),
+		keyrate.Limit{Rate: 3, Per: time.Nanosecond}.Using(keyrate.FixedWindow),
 	} {
 		if err := l.Validate(); err != nil {
 			t.Errorf("%v.Validate() = %v, want nil", l, err)

@@ -155,13 +155,8 @@ func compileWindow(l Spec) (Unit, error) {
 		return Unit{}, fmt.Errorf("Burst %d differs from Rate %d, as a %s limit's cannot (build it with Limit.Using)", l.Burst, l.Rate, l.Name)
 	}
 	n, w := uint64(l.Rate), uint64(l.Per)
-	fields := func(b int) int {
-		if l.Alg == SlidingWindow {
-			return 2 * b
-		}
-		return b
-	}
-	span := func(b int) uint64 { // the clock range with b count bits
+	fields := func(b int) int { return 2 * b } // the counts of a window and the one before it
+	span := func(b int) uint64 {               // the clock range with b count bits
 		if fields(b) > 60 {
 			return 0
 		}
@@ -187,10 +182,7 @@ func compileWindow(l Spec) (Unit, error) {
 		return Unit{}, fmt.Errorf("Rate %d is too many for a %s window of %v: the state counts at most %d in a window that short (over ten years)", l.Rate, l.Name, l.Per, most)
 	}
 	p := Unit{Scale: 1, Exact: true, Win: w, N: n, CB: uint8(b)}
-	p.Fill = w // the ticks from an empty window's start to a full bucket
-	if l.Alg == SlidingWindow {
-		p.Fill = 2 * w
-	}
+	p.Fill = 2 * w // the ticks from an empty window's start to a full bucket: its count weighs on the next window
 	p.Interval = 1
 	p.MaxNanos = time.Duration(span(b))
 	return p, nil
