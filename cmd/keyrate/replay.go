@@ -199,7 +199,7 @@ func replay(r io.Reader, alg keyrate.Algorithm, newStore func(keyrate.Limit, ...
 	u := capacity / gcd(capacity, window)
 	switch {
 	case alg.Windowed():
-		u = windowUnit(alg, capacity, window)
+		u = windowUnit(capacity, window)
 	case alg == keyrate.SlidingLog: // exact at any unit, and its range is the token bucket's
 		u = 1
 	}
@@ -290,13 +290,11 @@ func commandCount(n int64) string {
 
 // windowUnit returns the nanoseconds per time unit for a window algorithm:
 // the least that gives a window of window units the ten-year clock range
-// a window rule needs (see keyrate.Algorithm), given the bits the counts
-// of capacity take; 1 if none does.
-func windowUnit(alg keyrate.Algorithm, capacity, window int64) int64 {
-	fields := bits.Len64(uint64(capacity))
-	if alg == keyrate.SlidingWindow {
-		fields *= 2
-	}
+// a window rule needs (see keyrate.Algorithm), given the bits its two
+// counts (the window's and the previous one's) of capacity take; 1 if none
+// does.
+func windowUnit(capacity, window int64) int64 {
+	fields := 2 * bits.Len64(uint64(capacity))
 	if fields > 60 {
 		return 1
 	}

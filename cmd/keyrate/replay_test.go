@@ -534,6 +534,7 @@ func TestReplayAlgorithms(t *testing.T) {
 	}
 	for _, c := range []struct{ input, alg, want string }{
 		{"1073741824\n1\n0\n", "sliding-window", "line 2: capacity 1073741824 with window 1 cannot be represented"},
+		{"1073741824\n1\n0\n", "fixed-window", "line 2: capacity 1073741824 with window 1 cannot be represented"},
 		{"3\n10\n1\nrequest a 0\n", "leaky-bucket", "invalid value \"leaky-bucket\" for flag -algorithm: want token-bucket, fixed-window, sliding-window or sliding-log"},
 		{"65537\n10\n0\n", "sliding-log", "line 2: capacity 65537 with window 10 cannot be represented"},
 	} {
