@@ -6,125 +6,35 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
 
-// TestFixedWindowRoundTripMintsNothing: a key that hops between a token
-// bucket and a fixed window, within one window, gains nothing. Carried
-// from a bucket that owes more than N, a fixed window counts N in the
-// current window and the rest in the next, ahead, and keeps no count for
-// the current one; carried back, it owed only the next window's count,
-// so each round trip handed back the current window's N, less what the
-// bucket refills by its end. A client that picks its tier (a tier header)
-// could hop on every request and pass the bucket's limit as often as it
-// liked. FuzzPolicyBound found it (testdata 6fb4ecf63c85305b): 7 admitted
-// in 96ms against a burst of 6.
-func TestFixedWindowRoundTripMintsNothing(t *testing.T) {
-	bucket := keyrate.Limit{Rate: 1, Per: 200 * time.Millisecond, Burst: 6}
-	fixed := keyrate.Policy{Name: "fixed", Limits: []keyrate.Limit{keyrate.Limit{Rate: 3, Per: 500 * time.Millisecond}.Using(keyrate.FixedWindow)}}
-	for _, s := range stores {
-		t.Run("store="+s.name, func(t *testing.T) {
-			clk := clock.NewManual(time.Hour) // a window starts here
-			l, err := s.new(bucket, keyrate.WithClock(clk), keyrate.WithPolicies(fixed))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.(keyrate.BoundedLimiter).Close()
-			pl := l.(keyrate.PolicyLimiter)
-			tier, err := pl.Tier("fixed")
-			if err != nil {
-				t.Fatal(err)
-			}
-			clk.Advance(99 * time.Millisecond)
-			admitted := 0
-			if d, err := pl.AllowN("k", 5); err != nil || !d.Allowed {
-				t.Fatalf("the first 5 of a burst of 6: %+v, %v", d, err)
-			}
-			admitted += 5
-			// Ten round trips, 1ms apart: the bucket refills 10·1/200 of a
-			// token in all, so at most the 1 token left is admitted.
-			for range 10 {
-				clk.Advance(time.Millisecond)
-				if d, err := pl.AllowTier("k", tier, 1); err == nil && d.Allowed {
-					admitted++
-				}
-				if d, err := pl.AllowN("k", 1); err == nil && d.Allowed {
-					admitted++
-				}
-			}
-			if admitted > bucket.Burst {
-				t.Errorf("%d admitted in 10ms by hopping between a token bucket and a fixed window; a burst of %d allows %d", admitted, bucket.Burst, bucket.Burst)
-			}
-		})
+// openFixedCarry is conformance.OpenFixedCarry for the in-process store
+// newStore.
+func openFixedCarry(newStore func(keyrate.Limit, ...keyrate.Option) (keyrate.Limiter, error)) conformance.OpenFixedCarry {
+	return func(t *testing.T, bucket keyrate.Limit, fixed keyrate.Policy) (keyrate.PolicyLimiter, *clock.Manual) {
+		clk := clock.NewManual(time.Hour) // the epoch: a window starts here
+		l, err := newStore(bucket, keyrate.WithClock(clk), keyrate.WithPolicies(fixed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.(keyrate.BoundedLimiter).Close() })
+		return l.(keyrate.PolicyLimiter), clk
 	}
 }
 
-// TestFixedWindowCarryOwesPreviousWindow: a key moved out of a fixed
-// window owes the previous window's count too, weighted by the part of
-// the current window still to come, as a sliding window's does. A fixed
-// window that kept only its current count forgot the previous one:
-//
-//   - at a window's start, after N at the end of the window before and N
-//     at its start, a key moved to a token bucket owed only the second N,
-//     so it got Burst − N more: 9 admitted in 1ms against a burst of 6;
-//   - a key moved from a token bucket into a fixed window just before the
-//     window's end, and back just after it, had the bucket's debt
-//     forgiven at the boundary: 9 admitted in 3ms against a burst of 6.
-//
-// FuzzPolicyBound found the second in a CI run: 8 admitted in 132ms
-// against 6 + 1.32 (its input, rebuilt from the run's trace, is testdata
-// 77d2c39d3924eef3).
-func TestFixedWindowCarryOwesPreviousWindow(t *testing.T) {
-	bucket := keyrate.Limit{Rate: 1, Per: 100 * time.Millisecond, Burst: 6}
-	fixed := keyrate.Policy{Name: "fixed", Limits: []keyrate.Limit{keyrate.Limit{Rate: 3, Per: 500 * time.Millisecond}.Using(keyrate.FixedWindow)}}
+// TestFixedWindowRoundTripMintsNothing is conformance.FixedWindowRoundTrip
+// on every in-process store.
+func TestFixedWindowRoundTripMintsNothing(t *testing.T) {
 	for _, s := range stores {
-		t.Run("store="+s.name, func(t *testing.T) {
-			clk := clock.NewManual(time.Hour) // a window starts here
-			l, err := s.new(bucket, keyrate.WithClock(clk), keyrate.WithPolicies(fixed))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.(keyrate.BoundedLimiter).Close()
-			pl := l.(keyrate.PolicyLimiter)
-			tier, err := pl.Tier("fixed")
-			if err != nil {
-				t.Fatal(err)
-			}
-			spend := func(what string, n int, f func() (keyrate.Decision, error)) int {
-				t.Helper()
-				got := 0
-				for range n {
-					if d, err := f(); err != nil {
-						t.Fatalf("%s: %v", what, err)
-					} else if d.Allowed {
-						got++
-					}
-				}
-				return got
-			}
+		t.Run("store="+s.name, func(t *testing.T) { conformance.FixedWindowRoundTrip(t, openFixedCarry(s.new)) })
+	}
+}
 
-			// 2N across a fixed window's boundary, then the bucket.
-			clk.Advance(499 * time.Millisecond)
-			admitted := spend("the fixed window's end", 3, func() (keyrate.Decision, error) { return pl.AllowTier("a", tier, 1) })
-			clk.Advance(time.Millisecond)
-			admitted += spend("the next window's start", 3, func() (keyrate.Decision, error) { return pl.AllowTier("a", tier, 1) })
-			if admitted != 6 {
-				t.Fatalf("a fixed window of 3 admitted %d across its boundary, want 6", admitted)
-			}
-			admitted += spend("the bucket", 6, func() (keyrate.Decision, error) { return pl.AllowN("a", 1) })
-			if admitted > bucket.Burst {
-				t.Errorf("%d admitted in 1ms: 6 by a fixed window of 3 across its boundary, then %d by a token bucket; a burst of %d allows %d",
-					admitted, admitted-6, bucket.Burst, bucket.Burst)
-			}
-
-			// The bucket's debt through a fixed window's boundary.
-			clk.Advance(498 * time.Millisecond) // 2ms before the next boundary
-			admitted = spend("the bucket", 3, func() (keyrate.Decision, error) { return pl.AllowN("b", 1) })
-			spend("the fixed window", 1, func() (keyrate.Decision, error) { return pl.AllowTier("b", tier, 1) })
-			clk.Advance(3 * time.Millisecond)
-			admitted += spend("the bucket again", 6, func() (keyrate.Decision, error) { return pl.AllowN("b", 1) })
-			if admitted > bucket.Burst {
-				t.Errorf("%d admitted in 3ms by a token bucket with a fixed window's boundary between; a burst of %d allows %d", admitted, bucket.Burst, bucket.Burst)
-			}
-		})
+// TestFixedWindowCarryOwesPreviousWindow is conformance.FixedWindowCarry
+// on every in-process store.
+func TestFixedWindowCarryOwesPreviousWindow(t *testing.T) {
+	for _, s := range stores {
+		t.Run("store="+s.name, func(t *testing.T) { conformance.FixedWindowCarry(t, openFixedCarry(s.new)) })
 	}
 }
