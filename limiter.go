@@ -56,7 +56,13 @@ type Limiter interface {
 // moves hands a key tokens it has not refilled (windows matched by
 // position; a window dropped and added back starts full), unless the
 // clock steps back across a change (see "Time never mints tokens" in the
-// package documentation).
+// package documentation), or reservations are pending when the key's
+// state is carried: a reservation keeps its slot, while the new policy
+// counts its tokens as spent at the carry and refills them from then, so
+// at the slots the key can be admitted up to the pending reservations'
+// cost more, once each. (The state cannot tell reserved tokens from spent
+// ones; cancel pending reservations before moving a key where that
+// matters.)
 type PolicyLimiter interface {
 	Limiter
 

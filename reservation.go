@@ -86,6 +86,12 @@ type canceler = interface {
 // records that it was cancelled, so that it gives its tokens back at most
 // once; one that need not wait allocates nothing.
 //
+// A reservation keeps its slot when its key moves to another policy (a
+// tier, SetPolicy) before the slot comes, but the new policy counts its
+// tokens as spent when it carries the key's state and refills them from
+// then: at the slot the key can be admitted up to the reservation's cost
+// more than the limit, once (see PolicyLimiter).
+//
 // A reservation is either used (its holder proceeds at the slot, as Wait
 // does) or cancelled, never both: Cancel gives the tokens back to the key,
 // and a Wait already sleeping on another copy of the reservation does not
