@@ -17,6 +17,18 @@ type OpenFixedCarry func(t *testing.T, bucket keyrate.Limit, fixed keyrate.Polic
 // fixedPolicy is a fixed window of 3 every 500ms.
 var fixedPolicy = keyrate.Policy{Name: "fixed", Limits: []keyrate.Limit{keyrate.Limit{Rate: 3, Per: 500 * time.Millisecond}.Using(keyrate.FixedWindow)}}
 
+// openFixed opens a store of bucket and fixedPolicy, and returns it, its
+// clock and fixedPolicy's tier.
+func openFixed(t *testing.T, open OpenFixedCarry, bucket keyrate.Limit) (keyrate.PolicyLimiter, *clock.Manual, keyrate.Tier) {
+	t.Helper()
+	pl, clk := open(t, bucket, fixedPolicy)
+	tier, err := pl.Tier(fixedPolicy.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, clk, tier
+}
+
 // spendN makes n calls of f and returns how many were allowed, failing
 // the test on an error.
 func spendN(t *testing.T, what string, n int, f func() (keyrate.Decision, error)) int {
@@ -45,11 +57,7 @@ func spendN(t *testing.T, what string, n int, f func() (keyrate.Decision, error)
 // burst of 6. FuzzPolicyBound found it (testdata 6fb4ecf63c85305b).
 func FixedWindowRoundTrip(t *testing.T, open OpenFixedCarry) {
 	bucket := keyrate.Limit{Rate: 1, Per: 200 * time.Millisecond, Burst: 6}
-	pl, clk := open(t, bucket, fixedPolicy)
-	tier, err := pl.Tier(fixedPolicy.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl, clk, tier := openFixed(t, open, bucket)
 	clk.Advance(99 * time.Millisecond)
 	if d, err := pl.AllowN("k", 5); err != nil || !d.Allowed {
 		t.Fatalf("the first 5 of a burst of 6: %+v, %v", d, err)
@@ -84,11 +92,7 @@ func FixedWindowRoundTrip(t *testing.T, open OpenFixedCarry) {
 // 77d2c39d3924eef3).
 func FixedWindowCarry(t *testing.T, open OpenFixedCarry) {
 	bucket := keyrate.Limit{Rate: 1, Per: 100 * time.Millisecond, Burst: 6}
-	pl, clk := open(t, bucket, fixedPolicy)
-	tier, err := pl.Tier(fixedPolicy.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pl, clk, tier := openFixed(t, open, bucket)
 	fixedA := func() (keyrate.Decision, error) { return pl.AllowTier("a", tier, 1) }
 
 	// 2N across a fixed window's boundary, then the bucket.

@@ -184,12 +184,18 @@ func (p *Rule) wDebt(s State, now uint64) uint64 {
 	if prev == 0 {
 		return cur
 	}
+	return cur + p.weighed(prev, e)
+}
+
+// weighed returns the previous window's count prev weighted by the part
+// of the current window still to come at offset e: ⌈prev·(W − e)/W⌉.
+func (p *Rule) weighed(prev, e uint64) uint64 {
 	hi, lo := bits.Mul64(prev, p.win-e)
 	q, r := bits.Div64(hi, lo, p.win) // hi < W, as prev < 2^64
 	if r != 0 {
 		q++
 	}
-	return cur + q
+	return q
 }
 
 // wRemaining returns the cost a request could spend from s at tick now.
@@ -200,12 +206,8 @@ func (p *Rule) wRemaining(s State, now uint64) int {
 	}
 	k := p.n - cur
 	if prev > 0 && p.alg == keyrate.SlidingWindow {
-		// the least k with prev·(W−e) ≤ (N−cur−k)·W: prev·(W−e)/W, rounded up
-		hi, lo := bits.Mul64(prev, p.win-e)
-		q, r := bits.Div64(hi, lo, p.win) // hi < W, as prev < 2^64
-		if r != 0 {
-			q++
-		}
+		// the least k with prev·(W−e) ≤ (N−cur−k)·W
+		q := p.weighed(prev, e)
 		if q >= k {
 			return 0
 		}
