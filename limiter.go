@@ -40,27 +40,30 @@ type Limiter interface {
 // policy it was last decided under. When a key's policy changes (SetPolicy,
 // or the key moves to another tier), its next request is decided under the
 // new policy, with the key's state carried over at that request (until
-// then it refills at its old rates): window i keeps the tokens it has
-// spent and not yet refilled under the old window i, which then refill at
-// its new rate, so that it never holds more than the new Burst; a window
-// the old policy lacked starts full, as it would for a new key, and one
-// the new policy lacks is forgotten. A client of 100 a minute that has
+// then it refills at its old rates), by one rule: the tokens the key has
+// spent and not yet refilled under its old policy are owed whole under the
+// new one, counted as spent at that request, and refill at the new rates.
+// Windows are matched by length (Per), not position: each window of the
+// new policy owes the most that any old window of its length owed, or any
+// old window whose length the new policy lacks (or, with no old window of
+// its length, any old window at all). A client of 100 a minute that has
 // spent 60 gets 9 940 tokens at once when upgraded to 10 000 a minute;
-// downgraded to 50 a minute, it owes 10 and waits 12s for its next token.
-// A window algorithm's window has spent its current window's count and
-// the previous window's weighted by the part of the current window still
-// to come (the sliding window's estimate; the fixed window keeps that
-// count for this alone): a fixed window admits N at the end of one window
-// and N more at the start of the next, and a key moved then owes both.
-// Since spent tokens are carried whole, no sequence of changes or tier
-// moves hands a key tokens it has not refilled (windows matched by
-// position; a window dropped and added back starts full), unless the
-// clock steps back across a change (see "Time never mints tokens" in the
-// package documentation), or reservations are pending when the key's
-// state is carried: a reservation keeps its slot, while the new policy
-// counts its tokens as spent at the carry and refills them from then, so
-// at the slots the key can be admitted up to the pending reservations'
-// cost more, once each. (The state cannot tell reserved tokens from spent
+// downgraded to 50 a minute, it owes 10 and waits 13.2s for its next
+// token. A window algorithm's window owes its current window's count, the
+// previous window's weighted by the part of the current window still to
+// come, and anything it counts in later windows; a log, the cost it holds
+// in its window. So no sequence of changes or tier moves hands a key
+// tokens it has not refilled under any of its policies, and a limit that
+// two policies share keeps its bound across a move between them. The rule,
+// its proof obligations and what it costs (it may deny a little more, by
+// rounding and where a state no longer holds what it counted) are in
+// docs/design/carry.md. Two exceptions remain: a clock that steps back
+// across a change (see "Time never mints tokens" in the package
+// documentation), and reservations pending when the key's state is
+// carried: a reservation keeps its slot, while the new policy counts its
+// tokens as spent at the carry and refills them from then, so at the
+// slots the key can be admitted up to the pending reservations' cost
+// more, once each. (The state cannot tell reserved tokens from spent
 // ones; cancel pending reservations before moving a key where that
 // matters.)
 type PolicyLimiter interface {

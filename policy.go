@@ -36,9 +36,9 @@ type Policy struct {
 	// Decision.Policy, and in rate-limit headers. It must not be empty.
 	Name string
 	// Limits are the policy's windows, from 1 to MaxLimits of them,
-	// enforced together. Order matters only for a change of the policy
-	// at runtime (see SetPolicy on a store): window i keeps window i's
-	// state.
+	// enforced together. Their order names them in a Decision's Window;
+	// a change of policy matches windows by length, not position (see
+	// PolicyLimiter).
 	Limits []Limit
 	// Unlimited makes the policy admit every request without counting it:
 	// Limits must then be empty.

@@ -57,7 +57,8 @@ the policy (tier) its NAME header names, such as a client's plan:
 
 A request without the header, or naming a tier the file lacks, gets the
 default policy. A client has one bucket whatever its tier: one that
-changes tier keeps the tokens it holds, up to the new tier's burst. (A
+changes tier owes the new tier what it has spent and not yet refilled,
+counted as spent at the change, and refills at the new tier's rates. (A
 real deployment would take the tier from a gateway that authenticates the
 client, never from the client itself.)
 

@@ -157,10 +157,11 @@ func testCancelOrder(t *testing.T, b Bounded) {
 }
 
 // testCancelAfterTierMoves: a key that moved to a policy without the
-// reservation's second window and back, with a refund and a spend that
-// put window 0 back where the reservation left it, must not have the
-// reservation cancelled: its second window started afresh, and giving
-// its tokens back there would admit one request more than its burst of 1.
+// reservation's second window and back, with a refund between, must not
+// have the reservation cancelled, and must not find its second window
+// afresh: the window of 100ms, which policy "one" lacks, owed its debt
+// through the move (carried in "one"'s window of 1s and back), so a
+// request within 100ms under its burst of 1 is denied.
 func testCancelAfterTierMoves(t *testing.T, b Bounded) {
 	l, _ := openWait(t, b, perSecondBurst(1, 5),
 		keyrate.WithPolicies(
@@ -179,8 +180,8 @@ func testCancelAfterTierMoves(t *testing.T, b Bounded) {
 	if err := l.RefundTier("k", one, 1); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := l.AllowTier("k", def, 1); err != nil || !d.Allowed {
-		t.Fatalf("the request back under the default policy = %+v, %v", d, err)
+	if d, err := l.AllowTier("k", def, 1); err != nil || d.Allowed || d.Window != 1 {
+		t.Fatalf("the request back under the default policy = %+v, %v; want denied by window 1, which owes its debt again", d, err)
 	}
 	if r.Cancel() {
 		t.Fatal("Cancel gave tokens back to a key whose states moved to another policy and back")

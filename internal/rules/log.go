@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"math/bits"
 	"sort"
 	"time"
 
@@ -114,11 +115,13 @@ func (rs *Rules) LogSpend(l *Log, t time.Duration, cost int, s []State) (denied 
 
 // LogRefund gives cost back to the log l at reading t, off its newest
 // admissions still in the window (a spend and a refund of its cost leave
-// the log as it was), and writes its summary into s.
+// the log as it was), and writes its summary into s. A log that counts
+// more than N (a debt carried from another policy) gives nothing back, as
+// a token bucket owing more than its Burst does.
 func (rs *Rules) LogRefund(l *Log, t time.Duration, cost int, s []State) {
 	p := &rs.rules[0]
 	p.advance(l, p.Ticks(t))
-	for c := uint32(cost); c > 0 && l.n > 0; {
+	for c := uint32(cost); c > 0 && l.n > 0 && l.used() <= p.n; {
 		i := l.last()
 		prev := l.base
 		if l.n > 1 {
@@ -272,9 +275,14 @@ func (p *Rule) logTake(s []State, now uint64, cost int) bool {
 	return true
 }
 
-// logRefund is Refund on the summary s alone.
+// logRefund is Refund on the summary s alone: nothing while it counts
+// more than N (see LogRefund).
 func (p *Rule) logRefund(s []State, now uint64, cost int) {
 	te, used, full := p.logView(s, now)
+	if used > p.n {
+		p.logSummary(s, te, used, full, 1)
+		return
+	}
 	used -= min(used, uint64(cost))
 	if used == 0 {
 		full = te
@@ -313,17 +321,21 @@ func (p *Rule) logDecide(s []State, now uint64, cost int, allowed bool) keyrate.
 const maxLogDebt = 1 << 31
 
 // logCarry writes into s, LogWords states of the log rule p at tick now,
-// the summary of a key that owes debt until tick end (the tick at which
-// its old state is full): one entry of the debt, admitted at now, or later
-// if need be to leave the window no earlier than end, so that the log is
-// not empty before the old state would have been full. The debt is kept
-// whole (up to maxLogDebt), above N if the old state owed more (a token
-// bucket's reservations): a log carried back into a bucket then owes it
-// all again.
-func (p *Rule) logCarry(debt, end, now uint64, s []State) {
+// the summary of a key that owes debt tokens, counted as spent at now (the
+// debt in of Rules.Carry): one admission of the debt at now, which stays
+// in the window until now + ⌈debt/N⌉·W, so that the debt leaves the log no
+// sooner than it would spent N a window. The debt is kept whole (up to
+// maxLogDebt), above N if the old state owed more: a log carried back then
+// owes it all again.
+func (p *Rule) logCarry(debt, now uint64, s []State) {
 	if debt == 0 {
 		p.logSummary(s, now, 0, now, 1)
 		return
 	}
-	p.logSummary(s, now, min(debt, maxLogDebt), max(now+p.win, end), 1)
+	debt = min(debt, maxLogDebt)
+	hi, stay := bits.Mul64((debt+p.n-1)/p.n, p.win)
+	if hi != 0 || stay > maxTicks {
+		stay = maxTicks // past the clock range, where time stops
+	}
+	p.logSummary(s, now, debt, now+stay, 1)
 }

@@ -20,10 +20,10 @@ func logRules(t *testing.T, l keyrate.Limit, clk clock.Clock) *rules.Rules {
 }
 
 // TestLogCarry checks a change of policy to and from a log by hand-worked
-// cases: a bucket's debt becomes one admission leaving the log's window no
-// earlier than the bucket would have been full; a log's cost in the window
-// becomes the new limit's debt; a log into a smaller log keeps its cost,
-// capped, on its newest admission.
+// cases (docs/design/carry.md): a bucket's debt becomes one admission at
+// the carry, which stays in the log's window until ⌈debt/N⌉ windows have
+// passed; a log's cost in the window becomes the new limit's debt; a log
+// into a smaller log owes its whole cost, N a window.
 func TestLogCarry(t *testing.T) {
 	clk := clock.NewManual(0)
 	log10 := logRules(t, keyrate.PerSecond(10).Using(keyrate.SlidingLog), clk)
@@ -33,18 +33,19 @@ func TestLogCarry(t *testing.T) {
 		return rs.Peek(st[:rs.Len()], at)
 	}
 
-	// A token bucket of 1 every 10s, burst 10, emptied at 0: full at 100s.
+	// A token bucket of 1 every 10s, burst 10, emptied at 0: it owes 10,
+	// which the log of 10 a second counts as spent at 0, until 1s.
 	slow := logRules(t, keyrate.Limit{Rate: 1, Per: 10 * time.Second, Burst: 10}, clk)
 	slow.FullStates(0, s[:1])
 	if slow.Take(s[:1], 0, 10) >= 0 {
 		t.Fatal("the bucket's burst was denied")
 	}
 	log10.Carry(slow, s[:1], 0, into[:rules.LogWords])
-	if d := peek(log10, into[:], 100*time.Second-1); d.Allowed || d.RetryAfter != 1 {
-		t.Fatalf("bucket → log, 1ns before the bucket is full: %+v, want denied, retry after 1ns", d)
+	if d := peek(log10, into[:], time.Second-1); d.Allowed || d.RetryAfter != 1 {
+		t.Fatalf("bucket → log, 1ns before the debt leaves the window: %+v, want denied, retry after 1ns", d)
 	}
-	if d := peek(log10, into[:], 100*time.Second); !d.Allowed || d.Remaining != 10 {
-		t.Fatalf("bucket → log, when the bucket is full: %+v, want 10 left", d)
+	if d := peek(log10, into[:], time.Second); !d.Allowed || d.Remaining != 10 {
+		t.Fatalf("bucket → log, when the debt leaves the window: %+v, want 10 left", d)
 	}
 
 	// A log spending 6 at 0.5s, carried at 0.7s into a token bucket of 10
@@ -59,13 +60,14 @@ func TestLogCarry(t *testing.T) {
 		t.Fatalf("log → bucket: %+v, want 4 left, full in 600ms", d)
 	}
 
-	// The same log into a log of 5 a second: 5 (capped) until 1.5s.
+	// The same log into a log of 5 a second: 6 owed from 0.7s, two of its
+	// windows' worth, until 2.7s.
 	log5 := logRules(t, keyrate.PerSecond(5).Using(keyrate.SlidingLog), clk)
 	log5.Carry(log10, s[:rules.LogWords], 700*time.Millisecond, into[:rules.LogWords])
-	if d := peek(log5, into[:], 1500*time.Millisecond-1); d.Allowed || d.Remaining != 0 {
-		t.Fatalf("log → smaller log before 1.5s: %+v, want none left", d)
+	if d := peek(log5, into[:], 2700*time.Millisecond-1); d.Allowed || d.Remaining != 0 {
+		t.Fatalf("log → smaller log before 2.7s: %+v, want none left", d)
 	}
-	if d := peek(log5, into[:], 1500*time.Millisecond); d.Remaining != 5 {
-		t.Fatalf("log → smaller log at 1.5s: %+v, want 5 left", d)
+	if d := peek(log5, into[:], 2700*time.Millisecond); d.Remaining != 5 {
+		t.Fatalf("log → smaller log at 2.7s: %+v, want 5 left", d)
 	}
 }

@@ -218,14 +218,14 @@ func (p *Rule) Refund(s State, now uint64, cost int) State {
 
 // Debt returns the tokens the bucket in state s lacks at tick now (spent
 // and not yet refilled), as a fraction num/den: num is the debt in ticks
-// and den the ticks per token. Carry uses it to carry a bucket's state
-// over to another rule.
+// and den the ticks per token. Rules.Carry uses it to carry a bucket's
+// state over to another rule.
 //
 // A window rule's debt is the cost counted against it at now, whole: the
 // count of now's window plus the previous window's weighted by the part
 // of now's window still to come (the sliding window's estimate, for the
-// fixed window too, and not capped at N), and N for a state whose window
-// lies ahead.
+// fixed window too, and not capped at N), plus what it counts in later
+// windows (see wDebt).
 func (p *Rule) Debt(s State, now uint64) (num, den uint64) {
 	if p.alg != keyrate.TokenBucket {
 		return p.wDebt(s, now), 1
@@ -234,17 +234,17 @@ func (p *Rule) Debt(s State, now uint64) (num, den uint64) {
 }
 
 // Carry returns the state, under p at tick now, of a bucket that lacks
-// num/den tokens (from Debt under another rule): the rule by which a key
-// keeps its state when its limit changes. The tokens spent and not yet
-// refilled carry over whole, rounded up (against the client), and refill
-// at p's rate: the bucket holds Burst − num/den tokens of p, and none
-// (owing the rest) if that is negative. A full bucket stays full, as a new
-// one would be, and a bucket full under one rule is full under every
-// other, so eviction and carrying agree, and no sequence of changes hands
-// a key tokens it had not refilled: a change never mints tokens. The debt
-// is capped at 2^62 ticks, so that the state stays within its bounds.
+// num/den tokens (from Debt under another rule), counted as spent at now:
+// the debt in of Rules.Carry. The tokens spent and not yet refilled carry
+// over whole, rounded up (against the client), and refill at p's rate:
+// the bucket holds Burst − num/den tokens of p, and none (owing the rest)
+// if that is negative. A full bucket stays full, as a new one would be,
+// and a bucket full under one rule is full under every other, so eviction
+// and carrying agree. The debt is capped at 2^62 ticks, so that the state
+// stays within its bounds.
 //
-// A window rule counts the debt, capped at N, in now's window.
+// A window rule counts the debt from now's window, N to a window, the
+// rest spilling into the windows after it (wCarry).
 func (p *Rule) Carry(num, den uint64, now uint64) State {
 	if p.alg != keyrate.TokenBucket {
 		return p.wCarry(num, den, now)

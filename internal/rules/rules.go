@@ -203,56 +203,6 @@ func (rs *Rules) Reading(s []State) time.Duration {
 	return t
 }
 
-// Carry fills into, one state per window of rs, with the states of a key
-// whose states under rules from were s, for a request at clock reading t:
-// the rule by which a key keeps its state when its policy changes. Window
-// i keeps the tokens it has spent and not yet refilled under window i of
-// from, which refill at its new rate (see Rule.Carry); a window from did
-// not have starts full, as for a new key, and a window rs lacks is
-// forgotten. from and rs must share a clock
-// and an epoch (both compiled by one store).
-//
-// A window rule of the same algorithm and window length as window i of
-// from keeps that window's counts exactly if they fit its N; counts above
-// it are carried as debt, as any other change is. Any other change carries the tokens owed from the later of t and the start of the
-// window a window rule's state has counted ahead (a reservation's), so
-// that what is promised to a later window stays counted there; a window
-// rule counts them from that instant's window, N to a window, spilling
-// into the windows after it.
-//
-// A key's state is carried over at its first request under rs, not when
-// rs was compiled: until then it refills at its old rates. (Carrying it
-// at the moment of a change would let a sweep that removed a bucket full
-// under the old rates change the key's decision.)
-//
-// A SlidingLog window carries the cost its log counts at the later of t
-// and its clock, whole, as the debt of window 0 of rs, owed from then. A
-// window carried into a SlidingLog policy becomes one admission of its
-// debt (whole, above N if it owed more, up to 2^31), at the later of t and
-// W before the tick at which its old state is full, so that the log lets
-// nothing through before the old state would have; a log carried into a
-// log keeps its cost in the window whole (above the new N if that is
-// smaller, so that a key moved to a smaller N and back gets nothing it
-// spent back), collapsed onto its newest admission (which then leaves the
-// new window, of its own length). Neither mints anything: the new state
-// holds at least the old one's debt, and a new log holds it until the old
-// state would have been full.
-func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
-	if rs.log || from.log {
-		rs.carryLog(from, s, t, into)
-		return
-	}
-	for i := range rs.rules {
-		r := &rs.rules[i]
-		now := r.Ticks(t)
-		if i >= len(from.rules) {
-			into[i] = r.FullState(now)
-			continue
-		}
-		into[i] = r.carryFrom(&from.rules[i], s[i], t)
-	}
-}
-
 // Decide builds the Decision for a request of cost at clock reading t,
 // given the states s after it (the new states when allowed, the unchanged
 // ones when denied) and Take's result.
@@ -308,41 +258,6 @@ func (rs *Rules) Peek(s []State, t time.Duration) keyrate.Decision {
 		}
 	}
 	return rs.Decide(s, t, 1, denied)
-}
-
-// carryLog is Carry where rs or from is a SlidingLog policy.
-func (rs *Rules) carryLog(from *Rules, s []State, t time.Duration, into []State) {
-	f, p := &from.rules[0], &rs.rules[0]
-	if rs.log && from.log {
-		// The cost in the window, whole (above the new N if it is
-		// smaller: capping it would hand the key what it spent back when
-		// a larger N returns), on the newest admission, which leaves the
-		// new window W' − W after it left the old one. It stays within
-		// MaxLogRate, the largest N any log had.
-		te, used, end := f.logView(s, f.Ticks(t))
-		if used > 0 {
-			end = end - f.win + p.win // end ≥ W: an admission's exit
-		}
-		p.logSummary(into, te, used, end, 1)
-		return
-	}
-	if rs.log {
-		num, den := f.Debt(s[0], f.Ticks(t))
-		debt := num / den
-		if num%den != 0 {
-			debt++
-		}
-		p.logCarry(debt, p.Ticks(f.Reading(s[0])), p.Ticks(t), into)
-		return
-	}
-	// From a log: window 0 owes its cost from the log's clock on.
-	te, debt, _ := f.logView(s, f.Ticks(t))
-	now := max(p.Ticks(t), p.Ticks(f.reading(te)))
-	into[0] = p.Carry(debt, 1, now)
-	for i := 1; i < len(rs.rules); i++ {
-		r := &rs.rules[i]
-		into[i] = r.FullState(r.Ticks(t))
-	}
 }
 
 // UnlimitedDecision is the Decision of an unlimited policy: allowed, with

@@ -240,17 +240,53 @@ func (b *refBucket) refund(cost int) {
 	}
 }
 
-// carry moves the bucket to rs's policy: window i lacks the tokens the old
-// window i lacked, uncapped (so a full window stays full); a window the old
-// policy lacked starts full, and one rs lacks is forgotten.
+// carry moves the bucket to rs's policy (docs/design/carry.md): new
+// window j lacks the most that any old window it matches lacked
+// (matchedWindows), uncapped (so a full window stays full). A key from an
+// unlimited policy, which has no windows, starts full.
 func (b *refBucket) carry(rs *rules.Rules) {
 	nb := newRefBucket(rs, b.at)
-	for i, w := range nb.w {
-		if i < len(b.w) {
+	for j, w := range nb.w {
+		if i := b.mostOwing(nb.policy.Limits, j); i >= 0 {
 			w.carryFrom(b.w[i])
+		}
+		// The implementation's debts are exact only where the windows
+		// are, and so then is which one it finds largest.
+		for _, i := range matchedWindows(b.policy.Limits, nb.policy.Limits, j) {
+			w.exact = w.exact && b.w[i].exact
 		}
 	}
 	*b = *nb
+}
+
+// mostOwing returns which of b's windows that window j of a policy of
+// limits matches lacks the most tokens (the first of equals), or -1 if b
+// has no windows.
+func (b *refBucket) mostOwing(limits []keyrate.Limit, j int) int {
+	most := -1
+	for _, i := range matchedWindows(b.policy.Limits, limits, j) {
+		if most < 0 || b.w[i].debt().Cmp(b.w[most].debt()) > 0 {
+			most = i
+		}
+	}
+	return most
+}
+
+// matchedWindows returns the windows of a policy of limits from whose
+// debts window j of a policy of limits to takes the largest of, as
+// docs/design/carry.md says: those of from of its length and those whose
+// length to lacks, or all of from's if none has its length.
+func matchedWindows(from, to []keyrate.Limit, j int) []int {
+	has := func(ls []keyrate.Limit, per time.Duration) bool {
+		return slices.ContainsFunc(ls, func(l keyrate.Limit) bool { return l.Per == per })
+	}
+	var out []int
+	for i, l := range from {
+		if !has(from, to[j].Per) || l.Per == to[j].Per || !has(to, l.Per) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // fmtDecision formats d on one line, every field named.
@@ -585,24 +621,32 @@ func (r *refRun) carry(to *rules.Rules) {
 	to.Carry(r.rs, r.s, t, into)
 	r.ref.carry(to)
 	for i := range to.Len() {
-		// Window i lacks what it lacked, in tokens, rounded up to a whole
-		// tick of its new rule, whichever the rules (coarse ones too):
-		// the implementation's own debt carries whole, and a full window
-		// stays full. A window the old policy lacked starts full.
+		// Window i lacks the most that a window it matches lacked, in
+		// tokens, rounded up to a whole tick of its new rule, whichever
+		// the rules (coarse ones too): the implementation's own debt
+		// carries whole, and a full window stays full. A window that
+		// matches no window (from an unlimited policy) starts full.
 		now, nowFull := held(to.Rule(i), into[i], t)
-		if i >= r.rs.Len() {
+		src, most := -1, new(big.Rat)
+		for _, k := range matchedWindows(r.rs.Policy().Limits, to.Policy().Limits, i) {
+			old, _ := held(r.rs.Rule(k), r.s[k], t)
+			debt := new(big.Rat).Sub(ratInt(int64(r.rs.Rule(k).Limit().Burst)), old)
+			if src < 0 || debt.Cmp(most) > 0 {
+				src, most = k, debt
+			}
+		}
+		if src < 0 || most.Sign() == 0 {
 			if !nowFull {
-				r.fatalf("Carry to %v: window %d, which %v lacked, holds %v tokens, not full", to.Policy(), i, r.rs.Name(), now.RatString())
+				r.fatalf("Carry to %v: window %d, which owes nothing, holds %v tokens, not full", to.Policy(), i, now.RatString())
 			}
 			continue
 		}
-		old, oldFull := held(r.rs.Rule(i), r.s[i], t)
-		if want := carried(to.Rule(i), old, r.rs.Rule(i).Limit().Burst); nowFull != oldFull || now.Cmp(want) != 0 {
-			r.fatalf("Carry to %v: window %d held %v tokens (full %v), now %v (full %v); want %v",
-				to.Policy(), i, old.RatString(), oldFull, now.RatString(), nowFull, want.RatString())
+		old, _ := held(r.rs.Rule(src), r.s[src], t)
+		if want := carried(to.Rule(i), old, r.rs.Rule(src).Limit().Burst); nowFull || now.Cmp(want) != 0 {
+			r.fatalf("Carry to %v: window %d's match %d held %v tokens, window %d now %v (full %v); want %v",
+				to.Policy(), i, src, old.RatString(), i, now.RatString(), nowFull, want.RatString())
 		}
-		debt := new(big.Rat).Sub(ratInt(int64(r.rs.Rule(i).Limit().Burst)), old)
-		if ticks := debt.Mul(debt, r.ref.w[i].interval()); !oldFull && !ticks.IsInt() && r.ref.w[i].rule.Exact() {
+		if ticks := most.Mul(most, r.ref.w[i].interval()); !ticks.IsInt() && r.ref.w[i].rule.Exact() {
 			r.stats.inexactCarries++
 		}
 		if now.Sign() < 0 {
@@ -1081,15 +1125,19 @@ func TestRulesCarrySteps(t *testing.T) {
 	t.Run("windows added and dropped", func(t *testing.T) {
 		runSteps(t, policies, []rulesStep{
 			{at: 0, op: opTake, cost: 60, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
-			// Window 0 keeps its debt; the hourly window, new, starts full.
-			{at: 0, op: opCarry, to: toQuota, want: stepAllow(0, 40, 36*time.Second, 36*time.Second)},
-			// Window 1 spends 40 of 1000 (3.6s each): 144s from full.
-			{at: 0, op: opTake, cost: 40, want: stepAllow(0, 0, 144*time.Second, time.Minute)},
-			{at: 0, op: opPeek, want: stepDeny(0, 0, 600*ms, 144*time.Second, time.Minute)},
-			{at: time.Minute, op: opPeek, want: stepAllow(0, 100, 84*time.Second, 0)},
-			// Back to one window: the hourly window's debt is dropped.
-			{at: time.Minute, op: opCarry, to: toBasic, want: stepAllow(0, 100, 0, 0)},
-			{at: time.Minute, op: opCarry, to: toQuota, want: stepAllow(0, 100, 0, 0)},
+			// Window 0 keeps its debt; the hourly window, which no window
+			// of basic matches by length, owes the most any owed: 60 of
+			// 1000 (3.6s each), 216s.
+			{at: 0, op: opCarry, to: toQuota, want: stepAllow(0, 40, 216*time.Second, 36*time.Second)},
+			// Window 1 spends 40 more: 100 owed, 360s from full.
+			{at: 0, op: opTake, cost: 40, want: stepAllow(0, 0, 360*time.Second, time.Minute)},
+			{at: 0, op: opPeek, want: stepDeny(0, 0, 600*ms, 360*time.Second, time.Minute)},
+			{at: time.Minute, op: opPeek, want: stepAllow(0, 100, 300*time.Second, 0)},
+			// Back to one window: the hourly window's debt (83⅓) rides in
+			// the minute window, which basic keeps: 50s of it.
+			{at: time.Minute, op: opCarry, to: toBasic, want: stepAllow(0, 16, 50*time.Second, 50*time.Second)},
+			// And out again: the hourly window owes it once more.
+			{at: time.Minute, op: opCarry, to: toQuota, want: stepAllow(0, 16, 300*time.Second, 50*time.Second)},
 		})
 	})
 	t.Run("to and from unlimited", func(t *testing.T) {

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"math/bits"
-	"time"
 
 	"github.com/keyrate/keyrate"
 )
@@ -172,19 +171,35 @@ func (p *Rule) wResetAt(s State) uint64 {
 // wDebt returns the cost counted against state s at tick now, whole: the
 // count of now's window plus the previous window's weighted by the part
 // of now's window still to come, ⌈p·(W − e)/W⌉ (the sliding window's
-// estimate, uncapped). It is more than N − Remaining only where that
-// estimate passes N: for the fixed window, whose rule it is not, and for
-// a sliding window whose counts a smaller N kept. A state whose window
-// lies ahead of now owes N at now (carryFrom counts it from its window).
+// estimate, for the fixed window too, and not capped at N), plus the
+// counts of the windows after now's. It is more than N − Remaining where
+// that estimate passes N (for the fixed window, whose rule it is not, and
+// for a sliding window whose counts a smaller N kept) and where the state
+// counts ahead of now's window (a reservation's later window, or debt
+// wCarry spilled past N): the state then no longer holds the counts of
+// the windows from now's to the one before its previous, nor of the one
+// before now's, and wDebt takes each as N (the one before now's weighted),
+// so that a carry owes at least what the key spent (up to 2N more; see
+// docs/design/carry.md). A fixed window's previous count counts as N too
+// when it is ahead: a state an earlier version of redisbucket's script
+// wrote kept none.
 func (p *Rule) wDebt(s State, now uint64) uint64 {
-	_, e, prev, cur, ahead := p.view(s, now)
-	if ahead {
-		return p.n
+	base, e, prev, cur, ahead := p.view(s, now)
+	if !ahead {
+		if prev == 0 {
+			return cur
+		}
+		return cur + p.weighed(prev, e)
 	}
-	if prev == 0 {
-		return cur
+	c := now / p.win
+	if p.alg == keyrate.FixedWindow {
+		prev = p.n
 	}
-	return cur + p.weighed(prev, e)
+	hi, gone := bits.Mul64(p.n, base-c-1) // the windows from now's to the one before prev's
+	if hi != 0 || gone > maxTicks {
+		gone = maxTicks
+	}
+	return min(gone+prev+cur+p.weighed(p.n, now-c*p.win), maxTicks)
 }
 
 // weighed returns the previous window's count prev weighted by the part
@@ -265,10 +280,11 @@ func (p *Rule) wCancel(s State, cost int) (State, bool) {
 	return p.pack(idx, prev, cur-uint64(cost)), true
 }
 
-// wCarry returns the state at tick now of a key that lacks num/den tokens
-// (Debt), rounded up, counted from now's window: N to a window, the rest
-// in the windows after it (a sliding window's previous window then counts
-// N too), as far as two windows past the clock range.
+// wCarry returns the state at tick now of a key that owes num/den tokens
+// (Debt), rounded up, counted as spent at now: N to a window from now's,
+// the rest in the windows after it (a sliding window's previous window
+// then counts N too), as far as two windows past the clock range; nothing
+// in the window before now's.
 func (p *Rule) wCarry(num, den, now uint64) State {
 	d := num / den
 	if num%den != 0 {
@@ -281,49 +297,6 @@ func (p *Rule) wCarry(num, den, now uint64) State {
 	full := (d - 1) / p.n // the windows filled before the last
 	idx := min(base+full, p.lastWindow()+2)
 	return p.pack(idx, p.n, d-full*p.n)
-}
-
-// carryFrom returns the state under p of a key whose state under f, a
-// rule of the same store, was s, for a request at reading t (see
-// Rules.Carry).
-func (p *Rule) carryFrom(f *Rule, s State, t time.Duration) State {
-	fnow := f.Ticks(t)
-	if p.alg != keyrate.TokenBucket && p.alg == f.alg && p.win == f.win {
-		// The same windows: keep the counts, if they fit the new N. (A
-		// count above it is carried as debt below, spilling into later
-		// windows: capping it would hand the key what it spent back
-		// when a larger N returns.)
-		if idx, prev, cur := f.unpack(s); prev <= p.n && cur <= p.n {
-			return p.pack(min(idx, p.lastWindow()+2), prev, cur)
-		}
-	}
-	num, den := f.Debt(s, fnow)
-	from := fnow
-	if f.alg != keyrate.TokenBucket {
-		if base, _, prev, cur, ahead := f.view(s, fnow); ahead {
-			// Counted in a later window (a reservation's, or debt that
-			// wCarry spilled there): owe what it counts from that
-			// window's start, and the windows before it as full. A
-			// sliding window counts the window before as prev; a fixed
-			// window owes N for it, whatever its prev (a state an
-			// earlier version wrote kept none). Without it, a key moved
-			// from a token bucket to a fixed window and back, in one
-			// window, was handed back that window's N less what the
-			// bucket refills by its end, at every such round trip.
-			if f.alg == keyrate.FixedWindow {
-				prev = f.n
-			}
-			from, num, den = base*f.win, prev+cur, 1
-		}
-	}
-	now := p.Ticks(t)
-	if from > fnow {
-		now = max(now, p.Ticks(f.reading(from)))
-	}
-	if p.alg == keyrate.TokenBucket {
-		return p.Carry(num, den, now)
-	}
-	return p.wCarry(num, den, now)
 }
 
 // lastWindow returns the last window a reading of p counts in: the window
