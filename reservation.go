@@ -184,6 +184,16 @@ func (r Reservation) DelayFrom(now time.Duration) time.Duration { return tick.De
 // the key is refused what the current window could still have held. Only
 // requests of a smaller cost than the cancelled one can lose by it: one of
 // that cost or more would not have fitted in the current window either.
+//
+// Under a policy of several windows, a reservation is decided as if made
+// at its slot in every window, and a window whose own tokens were there
+// sooner is spent from the slot on: Cancel gives the cost back in every
+// window, but such a window stays as at the slot, so until the slot the
+// key holds fewer of its tokens than had the reservation never been made
+// (at most what that window refills by the slot), and from the slot on it
+// is exactly as if it had never been made. (Keeping each window's state
+// from before the reservation would make it exact at the price of a larger
+// allocation per reservation; see docs/design/carry.md.)
 func (r Reservation) Cancel() bool {
 	if !r.ok || r.lim == nil || r.rules == nil || r.slot <= r.t {
 		return false

@@ -28,6 +28,8 @@ func RunWait(t *testing.T, b Bounded) {
 	t.Run("ReserveSteps", func(t *testing.T) { testReserveSteps(t, b) })
 	t.Run("CancelOrder", func(t *testing.T) { testCancelOrder(t, b) })
 	t.Run("CancelAfterTierMoves", func(t *testing.T) { testCancelAfterTierMoves(t, b) })
+	t.Run("UnlimitedReservationAt", func(t *testing.T) { testUnlimitedReservationAt(t, b) })
+	t.Run("CancelSeveralWindows", func(t *testing.T) { testCancelSeveralWindows(t, b) })
 	t.Run("WaitErrors", func(t *testing.T) { testWaitErrors(t, b) })
 	t.Run("WaitCancelled", func(t *testing.T) { testWaitCancelled(t, b) })
 	t.Run("ReservationWait", func(t *testing.T) { testReservationWait(t, b) })
@@ -188,6 +190,56 @@ func testCancelAfterTierMoves(t *testing.T, b Bounded) {
 	}
 	if d, _ := l.AllowTier("k", def, 1); d.Allowed {
 		t.Fatalf("a second request within 100ms under a window of burst 1 = %+v, want denied", d)
+	}
+}
+
+// testUnlimitedReservationAt: a reservation under an unlimited policy is
+// made at the store's reading, as any other (issue 31: At() was 0, since
+// an unlimited policy read no clock), and need not wait.
+func testUnlimitedReservationAt(t *testing.T, b Bounded) {
+	l, clk := openWait(t, b, perSecondBurst(1, 1), keyrate.WithPolicies(keyrate.Unlimited("free")))
+	free, _ := l.Tier("free")
+	clk.Advance(time.Minute)
+	r, err := l.ReserveTier("k", free, 5, time.Second)
+	if err != nil || !r.OK() || r.At() != clk.Now() || r.Delay() != 0 {
+		t.Fatalf("ReserveTier under an unlimited policy at %v = OK %v, At %v, Delay %v, %v; want OK at %v with no delay",
+			clk.Now(), r.OK(), r.At(), r.Delay(), err, clk.Now())
+	}
+}
+
+// testCancelSeveralWindows pins the documented rule of a cancel under
+// several windows (docs/design/carry.md, "Refunds and cancels"): the
+// reservation was decided as if made at its slot in every window, so a
+// window that did not set the slot is left as at the slot, and before the
+// slot the key holds fewer tokens there than a twin that never reserved,
+// at most what that window refills by the slot; from the slot on the two
+// are alike. Policy [10/s burst 2, 1/s burst 2]: 2 spent at 0; at 1.5s a
+// reservation of 2 waits for window 1 until 2s; cancelled at once, window
+// 0 owes until 2s what it had refilled by 1.5s (issue 31's example:
+// denied, RetryAfter 400ms, where the twin is allowed).
+func testCancelSeveralWindows(t *testing.T, b Bounded) {
+	two := []keyrate.Limit{perSecondBurst(10, 2), perSecondBurst(1, 2)}
+	l, clk := openWait(t, b, two[0], keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: two}))
+	for _, k := range []string{"k", "twin"} {
+		if d, err := l.AllowN(k, 2); err != nil || !d.Allowed {
+			t.Fatalf("AllowN(%q, 2) = %+v, %v", k, d, err)
+		}
+	}
+	clk.Advance(1500 * time.Millisecond)
+	r := reserve(t, l, "k", 2, time.Second)
+	wantReservation(t, "Reserve(2) at 1.5s", r, true, 500*time.Millisecond)
+	if !r.Cancel() {
+		t.Fatal("Cancel of the latest reservation before its slot gave nothing back")
+	}
+	if d := l.Peek("k"); d.Allowed || d.Window != 0 || d.RetryAfter != 400*time.Millisecond {
+		t.Fatalf("Peek after the cancel at 1.5s = %+v; want denied by window 0, RetryAfter 400ms (it stays as at the slot, 2s)", d)
+	}
+	if d := l.Peek("twin"); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("the twin's Peek at 1.5s = %+v; want 1 left", d)
+	}
+	clk.Advance(500 * time.Millisecond)
+	if got, want := l.Peek("k"), l.Peek("twin"); got != want {
+		t.Fatalf("at the slot, Peek = %+v; the twin that never reserved: %+v", got, want)
 	}
 }
 

@@ -183,6 +183,11 @@ func TestRulesUnlimited(t *testing.T) {
 	if got := rs.UnlimitedDecision(); got != want {
 		t.Errorf("UnlimitedDecision() = %s, want %s", fmtDecision(got), fmtDecision(want))
 	}
+	// Its reservations are made at the store's reading (issue 31: At()
+	// was 0).
+	if got := rs.Now(); got != clk.Now() || rs.Clock() != clock.Clock(clk) {
+		t.Errorf("Now() = %v, want the clock's %v", got, clk.Now())
+	}
 }
 
 // TestRulesPolicyIsACopy: NewRules keeps its own copy of the policy's

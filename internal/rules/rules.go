@@ -26,6 +26,7 @@ type Rules struct {
 	oneBucket bool
 	log       bool // one SlidingLog window: see log.go
 	words     int  // the states of a key: Len
+	clock     clock.Clock
 }
 
 // NewRules compiles p for clock c (clock.System() if nil), with the
@@ -44,6 +45,7 @@ func compileRules(p keyrate.Policy, c clock.Clock, epoch time.Duration) (*Rules,
 	if err != nil {
 		return nil, err
 	}
+	rs.clock = c
 	for i := range rs.rules {
 		rs.rules[i].clock, rs.rules[i].epoch = c, epoch
 	}
@@ -92,23 +94,14 @@ func (rs *Rules) OneBucket() bool { return rs.oneBucket }
 // fast path, which is exactly the single-limit arithmetic.
 func (rs *Rules) Rule(i int) *Rule { return &rs.rules[i] }
 
-// Clock returns the clock the rules read (clock.System() for an
-// unlimited policy, which reads none).
-func (rs *Rules) Clock() clock.Clock {
-	if len(rs.rules) == 0 {
-		return clock.System()
-	}
-	return rs.rules[0].clock
-}
+// Clock returns the clock the rules read: the store's.
+func (rs *Rules) Clock() clock.Clock { return rs.clock }
 
 // Now reads the clock, for the methods that take a reading t. An
-// unlimited policy has no clock, and reads 0.
-func (rs *Rules) Now() time.Duration {
-	if len(rs.rules) == 0 {
-		return 0
-	}
-	return rs.rules[0].clock.Now()
-}
+// unlimited policy decides nothing by it, but its reservations are made
+// at a reading (keyrate.Reservation.At), so it reads the store's clock
+// too.
+func (rs *Rules) Now() time.Duration { return rs.clock.Now() }
 
 // CheckCost returns nil if cost can ever be allowed under the policy, and
 // otherwise an error wrapping ErrInvalidCost (cost below 1) or

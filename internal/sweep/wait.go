@@ -107,7 +107,7 @@ func reserve(f Reserver, key string, rs *rules.Rules, cost int, wait time.Durati
 		return keyrate.Reservation{}, noWait(rs)
 	}
 	if rs.Unlimited() {
-		return rs.Reserved(f, key, nil, 0, cost, wait, -1), nil
+		return rs.Reserved(f, key, nil, rs.Now(), cost, wait, -1), nil
 	}
 	if state, t, ok, hit := f.ReserveOne(key, rs, cost, wait); hit {
 		st := [1]rules.State{state}
