@@ -101,8 +101,10 @@
 // token bucket, with no drift: PerMinute(3) admits 3, then one every 20s
 // forever; 3 per 10s (k = 3) is exact too. For other limits k is the least
 // value for which rounding I up to a whole tick loses at most 0.01% of the
-// rate; the rounding is against the client, never for it. Limits whose token interval is below about
-// 714ns and not exact are rejected.
+// rate; the rounding is against the client, never for it. A limit for
+// which no k up to 14 loses that little is rejected with ErrInvalidLimit:
+// every token interval of at least 10 000/14 ns (about 714ns) has one, and
+// a shorter interval only if its fraction of a tick rounds up by little.
 //
 // # Bounds, and why nothing wraps
 //

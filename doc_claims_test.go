@@ -142,6 +142,27 @@ func TestClaimStringForms(t *testing.T) {
 	}
 }
 
+// The package documentation: "A limit for which no k up to 14 loses that
+// little is rejected with ErrInvalidLimit: every token interval of at
+// least 10 000/14 ns (about 714ns) has one, and a shorter interval only if
+// its fraction of a tick rounds up by little." (It once said every inexact
+// interval below 714ns was rejected.)
+func TestClaimCoarseLimits(t *testing.T) {
+	for _, c := range []struct {
+		l  keyrate.Limit
+		ok bool
+	}{
+		{keyrate.Limit{Rate: 10_007, Per: 7_150_000, Burst: 1}, true},              // 714.5ns a token
+		{keyrate.Limit{Rate: 10_000, Per: 1_009_999, Burst: 1}, true},              // 100.9999ns: rounded up to 101, 0.0001% lost
+		{keyrate.Limit{Rate: 1_999, Per: 1000 * time.Nanosecond, Burst: 1}, false}, // 0.5ns: 14% lost at best
+	} {
+		err := c.l.Validate()
+		if (err == nil) != c.ok || (err != nil && !errors.Is(err, keyrate.ErrInvalidLimit)) {
+			t.Errorf("%v: Validate() = %v, want accepted %v", c.l, err, c.ok)
+		}
+	}
+}
+
 // FillTime: "how long an empty bucket takes to fill in a store, rounded up
 // to a whole nanosecond: a key idle that long is back to a full bucket. For
 // a limit enforced exactly ... it is Burst·Per/Rate; for any other ... a
