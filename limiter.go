@@ -43,10 +43,11 @@ type Limiter interface {
 // then it refills at its old rates), by one rule: the tokens the key has
 // spent and not yet refilled under its old policy are owed whole under the
 // new one, counted as spent at that request, and refill at the new rates.
-// Windows are matched by length (Per), not position: each window of the
-// new policy owes the most that any old window of its length owed, or any
-// old window whose length the new policy lacks (or, with no old window of
-// its length, any old window at all). A client of 100 a minute that has
+// Windows are matched by length, not position (a window algorithm's Per,
+// a token bucket's fill time Burst·Per/Rate): each window of the new
+// policy owes the most that any old window of its length owed, or any old
+// window whose length the new policy lacks (or, with no old window of its
+// length, any old window at all). A client of 100 a minute that has
 // spent 60 gets 9 940 tokens at once when upgraded to 10 000 a minute;
 // downgraded to 50 a minute, it owes 10 and waits 13.2s for its next
 // token. A window algorithm's window owes its current window's count, the

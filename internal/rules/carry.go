@@ -45,8 +45,9 @@ func (d debt) whole() uint64 {
 //     its admissions still in the window, at the later of t and its
 //     clock, from which the carry then counts).
 //  2. Window j of rs owes the largest D_i over the windows of from of its
-//     length (Per) and those whose length rs lacks, or over all of them if
-//     none has its length.
+//     length (Rule.length: a token bucket's fill time, a window's Per) and
+//     those whose length rs lacks, or over all of them if none has its
+//     length.
 //  3. Window j holds that debt as spent at t (Rule.Carry; a log, one
 //     admission that stays in the window until t + ⌈D/N⌉·W).
 //
@@ -108,14 +109,13 @@ func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 // -1.
 func (rs *Rules) owes(from *Rules, owed []debt, j int) (d debt, keep int) {
 	p := &rs.rules[j]
-	per := p.limit.Per
 	same := false
 	for i := range owed {
-		same = same || from.rules[i].limit.Per == per
+		same = same || from.rules[i].sameLength(p)
 	}
 	d, keep = debt{0, 1}, -1
 	for i := range owed {
-		if fp := from.rules[i].limit.Per; same && fp != per && rs.hasPer(fp) {
+		if f := &from.rules[i]; same && !f.sameLength(p) && rs.hasLength(f) {
 			continue // its debt is owed by rs's windows of its length
 		}
 		if d.less(owed[i]) {
@@ -130,13 +130,36 @@ func (rs *Rules) owes(from *Rules, owed []debt, j int) (d debt, keep int) {
 			return d, i
 		}
 	}
-	return d, keep
+	return d, -1
 }
 
-// hasPer reports whether one of rs's windows is per long.
-func (rs *Rules) hasPer(per time.Duration) bool {
+// length returns the length of p's window in ns, as a fraction num/den:
+// for a window algorithm and a log, its Per; for a token bucket, its fill
+// time, Burst·Per/Rate (its Per when Burst is Rate), the time over which
+// it remembers a spend. Carry matches windows by it. (A token bucket's
+// Per alone is not a property of the bucket: PerSecond(10) and 1 every
+// 100ms are the same bucket. Its fill time is, and redisbucket's script
+// reads it from the descriptor a value records.)
+func (p *Rule) length() (num, den uint64) {
+	if p.alg == keyrate.TokenBucket {
+		return p.fill, p.scale
+	}
+	return p.win, 1
+}
+
+// sameLength reports whether p and q have windows of the same length.
+func (p *Rule) sameLength(q *Rule) bool {
+	a, b := p.length()
+	c, d := q.length()
+	h1, l1 := bits.Mul64(a, d)
+	h2, l2 := bits.Mul64(c, b)
+	return h1 == h2 && l1 == l2
+}
+
+// hasLength reports whether one of rs's windows is as long as f's.
+func (rs *Rules) hasLength(f *Rule) bool {
 	for i := range rs.rules {
-		if rs.rules[i].limit.Per == per {
+		if rs.rules[i].sameLength(f) {
 			return true
 		}
 	}

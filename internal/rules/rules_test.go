@@ -277,16 +277,32 @@ func (b *refBucket) mostOwing(limits []keyrate.Limit, j int) int {
 // docs/design/carry.md says: those of from of its length and those whose
 // length to lacks, or all of from's if none has its length.
 func matchedWindows(from, to []keyrate.Limit, j int) []int {
-	has := func(ls []keyrate.Limit, per time.Duration) bool {
-		return slices.ContainsFunc(ls, func(l keyrate.Limit) bool { return l.Per == per })
+	has := func(ls []keyrate.Limit, l keyrate.Limit) bool {
+		return slices.ContainsFunc(ls, func(m keyrate.Limit) bool { return windowLength(m).Cmp(windowLength(l)) == 0 })
 	}
 	var out []int
 	for i, l := range from {
-		if !has(from, to[j].Per) || l.Per == to[j].Per || !has(to, l.Per) {
+		if !has(from, to[j]) || windowLength(l).Cmp(windowLength(to[j])) == 0 || !has(to, l) {
 			out = append(out, i)
 		}
 	}
 	return out
+}
+
+// windowLength is the length a carry matches windows by, in ns: a token
+// bucket's fill time Burst·Per/Rate, exactly (a coarse rule's rounded
+// interval aside), and any other limit's Per.
+func windowLength(l keyrate.Limit) *big.Rat {
+	if l.Algorithm != keyrate.TokenBucket {
+		return ratInt(int64(l.Per))
+	}
+	r, err := rules.NewRule(l, nil)
+	if err != nil {
+		panic(err)
+	}
+	// Burst tokens of the rule's interval: Per/Rate rounded up to a tick
+	// of 1/Scale ns for a coarse rule, exact otherwise.
+	return new(big.Rat).SetFrac(new(big.Int).SetUint64(uint64(l.Burst)*ruleInterval(&r)), new(big.Int).SetUint64(r.Scale()))
 }
 
 // fmtDecision formats d on one line, every field named.
