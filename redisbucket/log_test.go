@@ -341,12 +341,13 @@ func TestLogExpiry(t *testing.T) {
 }
 
 // TestLogPolicyChange: a key moved between a log and a token bucket or
-// fixed window (SetPolicy, tiers), or between two logs, never admits
-// more than the state it held allowed: the other script reads a log's
-// value as the cost in it owed in tokens (window 0), and the log script
-// reads a token bucket's as its debt owed until it is full (window 0), a
-// window's as a full log until the key's expiry; a log carried into a
-// smaller log keeps its cost whole. Neither counts as malformed.
+// fixed window (SetPolicy, tiers), or between two logs, carries its debt
+// as keyrate does (docs/design/carry.md): the other script reads a log's
+// value as the cost in its window, owed by every window; the log script
+// reads the most any window of the other script's value owes, and holds
+// a debt D as one admission at the change that stays ⌈D/N⌉ windows; a log
+// carried into a log of another window or a smaller N owes its cost whole
+// the same way. Neither counts as malformed.
 func TestLogPolicyChange(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
@@ -372,16 +373,15 @@ func TestLogPolicyChange(t *testing.T) {
 		{"bucket to log", []step{{0, "bucket", 4, true}, {0, "log", 1, false}, {time.Second - time.Microsecond, "log", 1, false}, {time.Second, "log", 4, true}}},
 		// A bucket owing 2 of 4: the log counts 2 until 500ms.
 		{"half bucket to log", []step{{0, "bucket", 2, true}, {0, "log", 3, false}, {0, "log", 2, true}, {time.Second - time.Microsecond, "log", 1, false}, {time.Second, "log", 2, true}}},
-		// A fixed window's value: the log is full until the key's expiry (an
-		// hour under a time source).
-		{"fixed to log", []step{{0, "fixed", 1, true}, {0, "log", 1, false}, {2 * time.Second, "log", 1, false}, {time.Hour + time.Second, "log", 4, true}}},
+		// A fixed window's count of 1: the log owes 1 until 1s.
+		{"fixed to log", []step{{0, "fixed", 1, true}, {0, "log", 4, false}, {0, "log", 3, true}, {time.Second - time.Microsecond, "log", 1, false}, {time.Second, "log", 4, true}}},
 		// A log of 3 spent; a fixed window of 4 owes 3 in now's window.
 		{"log to fixed", []step{{0, "log", 3, true}, {0, "fixed", 2, false}, {0, "fixed", 1, true}, {time.Second, "fixed", 4, true}}},
-		// A log of 3 spent at 0 and 1 at 500ms; a log of 2 per 2s keeps the
-		// 4 in the window, whole, on the newest entry, which leaves at
-		// 500ms + 2s. At 1s the entries of 0 have left: 1 is carried.
+		// A log of 3 spent at 0 and 1 at 500ms; a log of 2 per 2s owes the 4
+		// in the window, whole, as spent at 999ms: two of its windows, until
+		// 4.999s. At 1s the entries of 0 have left: 1 is carried.
 		{"log to smaller log", []step{{0, "log", 3, true}, {500 * time.Millisecond, "log", 1, true}, {999 * time.Millisecond, "small", 1, false},
-			{2500*time.Millisecond - time.Microsecond, "small", 1, false}, {2500 * time.Millisecond, "small", 2, true}}},
+			{4999*time.Millisecond - time.Microsecond, "small", 1, false}, {4999 * time.Millisecond, "small", 2, true}}},
 		{"log to smaller log later", []step{{0, "log", 3, true}, {500 * time.Millisecond, "log", 1, true}, {time.Second, "small", 1, true},
 			{time.Second, "small", 1, false}}},
 		// A log carried to a smaller one and back keeps its cost whole (as
@@ -483,8 +483,8 @@ func TestLogPolicyFunc(t *testing.T) {
 
 // TestLogSetPolicy: SetPolicy from a token bucket to a log and back on a
 // key in use, on the server's clock: the log finds the bucket's value and
-// counts its debt until it is full again; the bucket finds the log's and
-// owes its cost.
+// counts its debt as spent at the change, for ⌈debt/N⌉ of its windows; the
+// bucket finds the log's and owes its cost.
 func TestLogSetPolicy(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
@@ -496,8 +496,8 @@ func TestLogSetPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := s.AllowN("k", 8)
-	if err != nil || d.Allowed || d.Remaining != 7 || d.RetryAfter < 59*time.Second {
-		t.Fatalf("the log after an emptied bucket of 3 a minute: AllowN(8) = %+v, %v; want denied, 7 remaining, for about a minute", d, err)
+	if err != nil || d.Allowed || d.Remaining != 7 || d.RetryAfter <= 0 || d.RetryAfter > time.Second {
+		t.Fatalf("the log after an emptied bucket of 3 a minute: AllowN(8) = %+v, %v; want denied, 7 remaining, for up to the log's window of 1s", d, err)
 	}
 	if d, err := s.AllowN("k", 7); err != nil || !d.Allowed {
 		t.Fatalf("the log after an emptied bucket of 3 a minute: AllowN(7) = %+v, %v; want allowed", d, err)

@@ -65,19 +65,18 @@ const logEntry = 26
 // or healed the value; a denied spend and a peek write nothing.
 //
 // A value of another policy's log ("~W':N':...") is carried as
-// rules.Rules.Carry carries a log into a log: its cost in the window at
-// te', whole (above N if N is smaller, up to 2^31), as one entry leaving
-// W − W' after its newest entry. A value of the token-bucket script (a
-// string of digits, ':', ',' and '/': another policy of the key, or a
-// tier) whose window 0 is a token bucket (its descriptor in the value, or
-// ARGV[6], the store's base descriptor, for an "a:b" value) is carried as
-// keyrate carries a window into a log: window 0's debt in tokens, rounded
-// up, whole (up to 2^31), as one entry leaving at the later of now + W and
-// its TAT, rounded up to a µs. One whose window 0 is a window algorithm's
-// is read as full debt: N admitted at now, leaving at the later of now + W
-// and the key's expiry, the instant the other script's state is full
-// again. Either way no request is admitted that the old state would have
-// refused before then. A value of
+// rules.Rules.Carry carries a log into a log (docs/design/carry.md): its
+// cost in the window at te', whole (above N if N is smaller, up to 2^31),
+// on its newest entry if W' is W and the cost fits N, and otherwise as one
+// entry counted as spent at te', which stays in the window ⌈cost/N⌉·W. A
+// value of the token-bucket script (a string of digits, ':', ',' and '/':
+// another policy of the key, or a tier; ARGV[6] is the store's base
+// descriptor, for an "a:b" value) is carried as keyrate carries any
+// policy into a log: the most any of its windows owes at now (carryLua's
+// owed: a token bucket's debt in tokens, rounded up; a window
+// algorithm's count), whole (up to 2^31), as one entry counted as spent
+// at now, which stays ⌈debt/N⌉·W. A log counting more than N (such a
+// debt) gives nothing back on a refund. A value of
 // neither form, a log value out of range (a total above N, its first and
 // last entries out of order, a length not a whole number of entries, an
 // entry the script reads that is not a whole number: the script runs
@@ -106,6 +105,7 @@ if now > 4503599627370496 then now = 4503599627370496 end
 local cost, W, N = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local P = 4294967296
 local v = redis.pcall('GET', KEYS[1])
+` + carryLua + `
 
 -- a field of an entry: a whole number, or the value is malformed
 local function num(s)
@@ -162,36 +162,31 @@ elseif v then
       if w == W and n == N then
         base = b
       else
+        -- another log: its cost in the window, whole, as one entry; kept on
+        -- its newest admission if the window is as long and it fits N,
+        -- else counted as spent at te', ceil(u/N) windows
         moved = true
         local u, x = used(b), 0
-        if u > 0 then x = exit(count()) - w + W end
+        if u > 0 then
+          x = exit(count())
+          if w ~= W or u > N then x = math.min(te + ceildiv(math.min(u, 2147483648), N) * W, 9007199254740992) end
+        end
         B, O = '', 0
-        if x > te then B = entry(x, u) end
+        if x > te then B = entry(x, math.min(u, 2147483648)) end
       end
     end
   elseif string.find(v, '^[%d:,/]+$') then
+    -- a value of gcraSource: the most any of its windows owes, counted as
+    -- spent at now, ceil(d/N) windows
     moved = true
-    local desc, st = ARGV[6], v
-    local slash = string.find(v, '/', 1, true)
-    if slash then desc, st = string.sub(v, 1, slash - 1), string.sub(v, slash + 1) end
-    local K, I = string.match(desc, '^(%d+):(%d+):')
-    local a, b = string.match(st, '^(%d+):(%d+)')
-    K, I, a, b = tonumber(K), tonumber(I), tonumber(a), tonumber(b)
-    if K and I and a and b and K > 0 and I > 0 and #desc <= 200 and a <= 9007199254740992 then
-      -- window 0 a token bucket: its debt in tokens until its TAT
-      local x, d = a, 0
-      if b > 0 then x = a + 1 end
-      if a > now or (a == now and b > 0) then
-        d = 2147483648
-        if (a - now) * K < 4503599627370496 then d = math.min(math.ceil(((a - now) * K + b) / I), d) end
-      end
-      if d > 0 then B = entry(math.max(x, now + W), d) end
+    local Q, old = parse(v, ARGV[6], nil, nil)
+    if not Q then
+      bad = 1
     else
-      -- window 0 a window algorithm's: N until the key's expiry
-      local ms = redis.call('PTTL', KEYS[1])
-      local x = now + W
-      if ms > 0 and now + ms * 1000 > x then x = now + ms * 1000 end
-      B = entry(math.min(x, 9007199254740992), N)
+      local d = 0
+      for i = 1, #Q do d = math.max(d, owed(Q[i], old[i])) end
+      d = math.min(d, 2147483648)
+      if d > 0 then B = entry(math.min(now + ceildiv(d, N) * W, 9007199254740992), d) end
     end
   else
     bad = 1
@@ -217,7 +212,8 @@ if cost > 0 then
     denied = 0
   end
 elseif cost < 0 then
-  local c, k = -cost, 0
+  -- a log counting more than N (a debt carried in) gives nothing back
+  local c, k = u <= N and -cost or 0, 0
   local last = ''
   while c > 0 and n - k > 0 do
     local m = n - k

@@ -66,15 +66,18 @@ const (
 // new request could then share a reserved slot.
 //
 // A value under another descriptor (the policy changed, or the key moved
-// to another tier) is carried over to the policy's windows first, as
-// rules.Rules.Carry does: window i keeps its debt in tokens under the
-// old window i, in rules.Rule's ticks of the new window rounded up, and
-// capped at 2^62 of them (and at a TAT of 2^53 µs, which only a clock
-// past the year 2109 reaches); a full window stays full, its TAT now; a
-// window the old value lacks starts full. That takes products beyond 2^53,
-// so it is done on integers of 24-bit limbs (big, mul, add, cmp, sub,
-// divmod, num). A spend or a refund writes the carried states, even when
-// the spend is denied.
+// to another tier, or another process's default differs) is carried over
+// to the policy's windows first, as rules.Rules.Carry does
+// (docs/design/carry.md; carryLua reads what the old windows owe): each
+// new window owes the most that an old window it matches by length owes
+// (match), counted as spent at now. Into a token bucket, a token bucket's
+// debt carries in rules.Rule's ticks of the new window rounded up, capped
+// at 2^62 of them (and at a TAT of 2^53 µs, which only a clock past the
+// year 2109 reaches), which takes products beyond 2^53, so it is done on
+// integers of 24-bit limbs (big, mul, add, divmod, num); a window
+// algorithm's whole count carries as that many tokens (tokens); the
+// largest result wins (later). A full window stays full. A spend or a
+// refund writes the carried states, even when the spend is denied.
 //
 // A value no call writes is malformed: not of that form, b ≥ K, r ≥ G, a
 // TAT beyond 2^53 µs, a descriptor out of range, or a key of another type
@@ -136,14 +139,16 @@ const (
 // the reply ends with now in µs, so that Go can place it (see plan.lcm).
 // A value of an earlier version, which kept no p for a fixed window,
 // reads as p = 0. Carried over from another limit, a window keeps its
-// counts if it had the same algorithm and length and they fit the new N,
-// and otherwise owes what rules.Rules.Carry counts: the cost counted
-// against it, q + ⌈p·(W − e)/W⌉, for both algorithms (from the start of
-// the window it counted ahead, if it did, with the windows before it
-// full: for a fixed window, N stands for the count before), N to a window
-// from now's, spilling into the windows after it (the one before each
-// counting N), saturating at a window start of 2^53 µs; a token bucket
-// carried from a window owes that cost in tokens. Reservations (modes R
+// counts if it had the same algorithm and length, they fit the new N and
+// it owes the most of the windows it matches, and otherwise owes what
+// rules.Rules.Carry counts (owed): the cost counted against it, q +
+// ⌈p·(W − e)/W⌉, for both algorithms, and for a state counted ahead N for
+// each window it no longer holds and for the one before now's (weighted;
+// N stands for a fixed window's previous count too, which an earlier
+// version did not keep), as spent at now, N to a window from now's,
+// spilling into the windows after it (the one before each counting N),
+// saturating at a window start of 2^53 µs (spill); a token bucket carried
+// from a window owes that cost in tokens. Reservations (modes R
 // and C) are refused under a policy with a window algorithm.
 //
 // The common case, one window under base with its value missing or "a:b",
@@ -155,11 +160,9 @@ const (
 //
 // A value of logScript's (a keyrate.SlidingLog policy's, "~W:N:te:base;"
 // and its entries: see logSource) found under another policy is carried
-// as rules.Rules.Carry carries a log: window 0 owes the cost of its
-// entries (the running total of the newest less base, whole; none if the
-// newest has left the window by now) in tokens from now, as
-// a token bucket's debt or a window's count; the other windows are full.
-// It is not malformed.
+// as rules.Rules.Carry carries a log: every window owes the cost of its
+// entries still in the window at the later of now and the log's clock te,
+// whole, counted as spent from then (logOwed). It is not malformed.
 //
 // Numbers go to redis.call through string.format('%d'), which is exact
 // for integers below 2^63 (a cast to a C long) and cheaper than '%.0f',
@@ -256,50 +259,12 @@ for i = 1, n do
 end
 if wins and mode then return redis.error_reply('keyrate: no reservation under a window algorithm') end
 
-local function view(w, a, idx, p, q)
-  local e = math.fmod(now, w)
-  local iw = (now - e) / w
-  if idx > iw then return {idx - iw, p, q} end
-  if idx == iw then return {0, p, q} end
-  if idx == iw - 1 then return {0, q, 0} end
-  return {0, 0, 0}
-end
-
+` + carryLua + `
 local function fits(w, d, c)
   local N, p, q = w[3], d[2], d[3] + c
   if d[1] > 0 or q > N then return false end
   if w[4] == 1 or p == 0 then return true end
   return p * (w[2] - math.fmod(now, w[2])) <= (N - q) * w[2]
-end
-
-local function wcarry(o, s, w)
-  local from, d = now, 0
-  if o[1] == 0 and s[1] > 0 then
-    from, d = (now - math.fmod(now, o[2]) + s[1] * o[2]), (o[4] == 1 and o[3] or s[2]) + s[3]
-  elseif o[1] == 0 then
-    local y = s[2] * (o[2] - math.fmod(now, o[2]))
-    local m = math.fmod(y, o[2])
-    d = s[3] + (y - m) / o[2]
-    if m > 0 then d = d + 1 end
-  elseif s[1] * o[1] > 4503599627370496 then
-    d = 4503599627370496
-  else
-    local t = s[1] * o[1] + s[2]
-    d = (t - math.fmod(t, o[2])) / o[2]
-    if math.fmod(t, o[2]) > 0 then d = d + 1 end
-  end
-  if w[1] > 0 then
-    local x = math.min(d * w[2], 4503599627370496)
-    local b = math.fmod(x, w[1])
-    local du = from - now + (x - b) / w[1]
-    if du > 9007199254740992 - now then return {9007199254740992 - now, 0, 0} end
-    return {du, b, 0}
-  end
-  local k = (from - math.fmod(from, w[2]) - now + math.fmod(now, w[2])) / w[2]
-  if d <= w[3] then return {k, 0, d} end
-  local full = math.floor((d - 1) / w[3])
-  local last = math.floor(9007199254740992 / w[2]) - (now - math.fmod(now, w[2])) / w[2]
-  return {math.min(k + full, last), w[3], d - full * w[3]}
 end
 
 local function debt(t, w, r)
@@ -385,19 +350,11 @@ local function carry(o, s, w)
   return d
 end
 
-local function fields(s, m)
-  local out = {}
-  local p = m == 3 and '^(%d+):(%d+):(%d+)$' or m == 4 and '^(%d+):(%d+):(%d+):(%d+)$' or '^(%d+):(%d+)$'
-  for f in string.gmatch(s .. ',', '([^,]*),') do
-    local t = {string.match(f, p)}
-    if #t ~= m then return nil end
-    for i = 1, m do
-      if #t[i] > 16 or (#t[i] == 16 and t[i] > '9007199254740992') then return nil end
-      t[i] = tonumber(t[i])
-    end
-    out[#out + 1] = t
-  end
-  return out
+-- later reports whether the token-bucket state x (debt du, db less r) owes
+-- more than y, in a window of G rules.Rule ticks a tick.
+local function later(x, y, G)
+  if x[1] ~= y[1] then return x[1] > y[1] end
+  return x[2] * G - x[3] > y[2] * G - y[3]
 end
 
 if type(v) == 'table' then
@@ -406,53 +363,46 @@ if type(v) == 'table' then
   end
   bad = 1
 elseif v and string.byte(v, 1) == 126 then
-  local N, b, rest = string.match(v, '^~%d+:(%d+):%d+:(%d+);(%d*)$')
-  if not b or #N > 6 or #b > 10 or #rest % 26 ~= 0 then
+  -- a log's (logSource): every window owes the cost in its window, whole,
+  -- counted from the later of now and the log's clock
+  local u, te = logOwed(v)
+  if not u then
     bad = 1
   else
     moved = true
-    local k = #rest - 25
-    local x, c = tonumber(string.sub(rest, k, k + 15)), tonumber(string.sub(rest, k + 16))
-    if #rest > 0 and x > now then
-      local o, s = {1, 1, 1, 1}, {(c - tonumber(b)) % 4294967296, 0, 0}
-      D[1] = W[1][1] > 0 and carry(o, s, W[1]) or wcarry(o, s, W[1])
+    local from = math.max(now, te)
+    for j = 1, n do
+      if u > 0 then D[j] = W[j][1] > 0 and tokens(u, from, W[j]) or spill(u, from, W[j]) end
     end
   end
 elseif v then
-  local desc, st, m = base, v, 2
-  local slash = string.find(v, '/', 1, true)
-  if slash then desc, st, m = string.sub(v, 1, slash - 1), string.sub(v, slash + 1), 3 end
-  local S, O = fields(st, m), W
-  if desc ~= want then O, moved = fields(desc, 4), true end
-  if not S or not O or #S ~= #O or #S > 8 then bad = 1 end
-  local old = {}
-  for i = 1, (bad == 0 and #S or 0) do
-    local k, g, f, a, b, r = O[i][1], O[i][3], O[i][4], S[i][1], S[i][2], S[i][3] or 0
-    if k == 0 then
-      if m ~= 3 or O[i][2] < 1 or g < 1 or (f ~= 1 and f ~= 2) or math.max(O[i][2], g) > 4503599627370496 or b > g or r > g or a * O[i][2] > 9007199254740992 then
-        bad = 1
-        break
+  local O, old, desc = parse(v, base, want, W)
+  if not O then
+    bad = 1
+  elseif desc == want then
+    for i = 1, n do D[i] = old[i] end
+  else
+    moved = true
+    for j = 1, n do
+      local w, C = W[j], match(O, W, j)
+      local d, keep = 0, nil
+      for _, i in ipairs(C) do d = math.max(d, owed(O[i], old[i])) end
+      if w[1] == 0 then
+        -- a window of the same algorithm and length keeps its counts, if
+        -- they fit and it owes the most
+        for _, i in ipairs(C) do
+          local o, s = O[i], old[i]
+          if not keep and o[1] == 0 and o[2] == w[2] and o[4] == w[4] and s[2] <= w[3] and s[3] <= w[3] and owed(o, s) == d then keep = i end
+        end
+        D[j] = keep and {old[keep][1], old[keep][2], old[keep][3]} or spill(d, now, w)
+      else
+        local best = {0, 0, 0}
+        for _, i in ipairs(C) do
+          local x = O[i][1] > 0 and carry(O[i], old[i], w) or tokens(owed(O[i], old[i]), now, w)
+          if later(x, best, w[3]) then best = x end
+        end
+        D[j] = best
       end
-      old[i] = view(O[i][2], f, a, b, r)
-    elseif k < 1 or O[i][2] < 1 or g < 1 or f < 1 or math.max(k, O[i][2], g, f) > 4503599627370496 or b >= k or r >= g then
-      bad = 1
-      break
-    end
-    if k > 0 then
-      old[i] = {0, 0, 0, a, b, r}
-      if a > now or (a == now and b > 0) then old[i] = {a - now, b, r} end
-    end
-  end
-  for i = 1, (bad == 0 and n or 0) do
-    local o, s, w = O[i], old[i], W[i]
-    if not s or not moved then
-      D[i] = s or D[i]
-    elseif w[1] == 0 and o[1] == 0 and w[2] == o[2] and w[4] == o[4] and s[2] <= w[3] and s[3] <= w[3] then
-      D[i] = {s[1], s[2], s[3]}
-    elseif w[1] > 0 and o[1] > 0 then
-      D[i] = carry(o, s, w)
-    else
-      D[i] = wcarry(o, s, w)
     end
   end
 end

@@ -128,13 +128,14 @@ func CarryIntoLog(t *testing.T, open OpenCarry) {
 		t.Fatalf("the bucket's burst of 100 = %+v", d)
 	}
 	// 100 owed, 50 an hour: two of the log's windows.
+	start := clk.Now()
 	for _, at := range []time.Duration{0, time.Hour, 2*time.Hour - time.Millisecond} {
-		clk.Set(time.Hour + at)
+		clk.Set(start + at)
 		if d, err := pl.AllowTier("k", tiers[0], 1); allowed(t, "the log's request", d, err) {
 			t.Fatalf("%v after 100 owed were moved into a log of 50 an hour: allowed %+v", at, d)
 		}
 	}
-	clk.Set(3 * time.Hour)
+	clk.Set(start + 2*time.Hour)
 	if d, err := pl.AllowTier("k", tiers[0], 50); !allowed(t, "the log's request", d, err) {
 		t.Fatalf("2h after 100 owed were moved into a log of 50 an hour, 50 = %+v, want allowed", d)
 	}

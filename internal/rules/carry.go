@@ -83,10 +83,10 @@ func (rs *Rules) Carry(from *Rules, s []State, t time.Duration, into []State) {
 	for j := range rs.rules {
 		p := &rs.rules[j]
 		d, keep := rs.owes(from, owed[:len(from.rules)], j)
-		if keep >= 0 {
+		if keep >= 0 { // the same windows: keep their counts as now sees them, if they fit
 			f := &from.rules[keep]
-			if idx, prev, cur := f.unpack(s[keep]); prev <= p.n && cur <= p.n {
-				into[j] = p.pack(min(idx, p.lastWindow()+2), prev, cur) // the same windows: keep them
+			if base, _, prev, cur, _ := f.view(s[keep], f.Ticks(t)); prev <= p.n && cur <= p.n {
+				into[j] = p.pack(min(base, p.lastWindow()+2), prev, cur)
 				continue
 			}
 		}
