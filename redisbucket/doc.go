@@ -55,9 +55,10 @@
 // fill time), beside each window's TAT. A request under other limits (the
 // policy changed, in this process or another, or the key moved to another
 // tier) carries the key over exactly as an in-process store does, in the
-// same call: window i keeps the tokens it has spent and not yet refilled,
-// which then refill at the new rate, to keyrate's cap of 2^62 of its ticks;
-// a window the old value lacks starts full. The carried state is written
+// same call, by the rule of docs/design/carry.md: each new window owes
+// the most that an old window of its length owes (or one whose length the
+// new policy lacks), counted as spent now, and refills at its new rate, to
+// keyrate's cap of 2^62 of its ticks. The carried state is written
 // at once, by a spend even when it is denied, and by a refund. Since only
 // the limits are recorded, a change to the same limits is no change: an
 // in-process store carries the key over to the new version anyway, which

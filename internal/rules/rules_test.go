@@ -1294,9 +1294,9 @@ func TestRulesCarryCap(t *testing.T) {
 // policies' first windows plus their largest rate times T, as if it had
 // been under the most generous of them all along: carrying window 0's
 // state over to another policy must not refill it. (keyrate.Policy's
-// bound, Burst + Rate·T/Per, is for a key that stays under one policy; and
-// a window i > 0 that a policy lacks starts full under the next, so only
-// window 0, which every policy has, bounds a key that changes policy.) A
+// bound, Burst + Rate·T/Per, is for a key that stays under one policy; a
+// key that changes policy keeps every window's debt in some window of the
+// next, matched by length, so window 0's bound is one it keeps too.) A
 // client can make its key change policy with every request where the
 // policy is chosen per request (AllowTier, WithPolicyFunc on request
 // attributes), so this is a bound an attacker can probe.
