@@ -37,3 +37,12 @@ func TestCarryDebt(t *testing.T) {
 	t.Run("RefundOverN", func(t *testing.T) { conformance.CarryRefundOverN(t, openCarry) })
 	t.Run("WindowsByLength", func(t *testing.T) { conformance.CarryWindowsByLength(t, openCarry) })
 }
+
+// TestUnlimitedReservationAt is conformance.UnlimitedReservationAt on a
+// real server.
+func TestUnlimitedReservationAt(t *testing.T) { conformance.UnlimitedReservationAt(t, openCarry) }
+
+// TestCancelSeveralWindows is conformance.CancelSeveralWindows on a real
+// server: the script decides a reservation at its slot in every window,
+// and a cancel gives back c·I in each, as in process.
+func TestCancelSeveralWindows(t *testing.T) { conformance.CancelSeveralWindows(t, openCarry) }

@@ -193,11 +193,46 @@ func testCancelAfterTierMoves(t *testing.T, b Bounded) {
 	}
 }
 
-// testUnlimitedReservationAt: a reservation under an unlimited policy is
-// made at the store's reading, as any other (issue 31: At() was 0, since
-// an unlimited policy read no clock), and need not wait.
-func testUnlimitedReservationAt(t *testing.T, b Bounded) {
-	l, clk := openWait(t, b, perSecondBurst(1, 1), keyrate.WithPolicies(keyrate.Unlimited("free")))
+// testUnlimitedReservationAt is UnlimitedReservationAt on b.
+func testUnlimitedReservationAt(t *testing.T, b Bounded) { UnlimitedReservationAt(t, b.openCarry()) }
+
+// testCancelSeveralWindows is CancelSeveralWindows on b.
+func testCancelSeveralWindows(t *testing.T, b Bounded) { CancelSeveralWindows(t, b.openCarry()) }
+
+// openCarry is OpenCarry for b, on a manual clock at its epoch.
+func (b Bounded) openCarry() OpenCarry {
+	return func(t *testing.T, def keyrate.Limit, policies ...keyrate.Policy) (keyrate.PolicyLimiter, *clock.Manual) {
+		clk := clock.NewManual(time.Hour)
+		l, err := b.New(t, def, clk, keyrate.WithPolicies(policies...))
+		if errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
+			return nil, clk
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l.(keyrate.PolicyLimiter), clk
+	}
+}
+
+// openWaitCarry opens a store with open and returns it as a
+// keyrate.WaitLimiter, with its clock.
+func openWaitCarry(t *testing.T, open OpenCarry, def keyrate.Limit, policies ...keyrate.Policy) (keyrate.WaitLimiter, *clock.Manual) {
+	t.Helper()
+	pl, clk, _ := openCarry(t, open, def, policies...)
+	w, ok := pl.(keyrate.WaitLimiter)
+	if !ok {
+		t.Fatalf("%T does not implement keyrate.WaitLimiter", pl)
+	}
+	return w, clk
+}
+
+// UnlimitedReservationAt checks that a reservation under an unlimited
+// policy is made at the store's reading, as any other (issue 31: At() was
+// 0 in every in-process store, since an unlimited policy read no clock),
+// and need not wait.
+func UnlimitedReservationAt(t *testing.T, open OpenCarry) {
+	l, clk := openWaitCarry(t, open, perSecondBurst(1, 1), keyrate.Unlimited("free"))
 	free, _ := l.Tier("free")
 	clk.Advance(time.Minute)
 	r, err := l.ReserveTier("k", free, 5, time.Second)
@@ -207,19 +242,19 @@ func testUnlimitedReservationAt(t *testing.T, b Bounded) {
 	}
 }
 
-// testCancelSeveralWindows pins the documented rule of a cancel under
-// several windows (docs/design/carry.md, "Refunds and cancels"): the
-// reservation was decided as if made at its slot in every window, so a
-// window that did not set the slot is left as at the slot, and before the
-// slot the key holds fewer tokens there than a twin that never reserved,
-// at most what that window refills by the slot; from the slot on the two
-// are alike. Policy [10/s burst 2, 1/s burst 2]: 2 spent at 0; at 1.5s a
-// reservation of 2 waits for window 1 until 2s; cancelled at once, window
-// 0 owes until 2s what it had refilled by 1.5s (issue 31's example:
-// denied, RetryAfter 400ms, where the twin is allowed).
-func testCancelSeveralWindows(t *testing.T, b Bounded) {
+// CancelSeveralWindows pins the documented rule of a cancel under several
+// windows (docs/design/carry.md, "Refunds and cancels"): the reservation
+// was decided as if made at its slot in every window, so a window that
+// did not set the slot is left as at the slot, and before the slot the key
+// holds fewer tokens there than a twin that never reserved, at most what
+// that window refills by the slot; from the slot on the two are alike.
+// Policy [10/s burst 2, 1/s burst 2]: 2 spent at 0; at 1.5s a reservation
+// of 2 waits for window 1 until 2s; cancelled at once, window 0 owes until
+// 2s what it had refilled by 1.5s (issue 31's example: denied, RetryAfter
+// 400ms, where the twin is allowed).
+func CancelSeveralWindows(t *testing.T, open OpenCarry) {
 	two := []keyrate.Limit{perSecondBurst(10, 2), perSecondBurst(1, 2)}
-	l, clk := openWait(t, b, two[0], keyrate.WithPolicies(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: two}))
+	l, clk := openWaitCarry(t, open, two[0], keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: two})
 	for _, k := range []string{"k", "twin"} {
 		if d, err := l.AllowN(k, 2); err != nil || !d.Allowed {
 			t.Fatalf("AllowN(%q, 2) = %+v, %v", k, d, err)
