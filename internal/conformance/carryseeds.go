@@ -14,6 +14,10 @@ var (
 	carryFixed3      = keyrate.Limit{Rate: 3, Per: time.Second}.Using(keyrate.FixedWindow)
 	carryLog10       = keyrate.Limit{Rate: 10, Per: 10 * time.Second}.Using(keyrate.SlidingLog)
 	carryLog2        = keyrate.Limit{Rate: 2, Per: time.Second}.Using(keyrate.SlidingLog)
+	carryLog5        = keyrate.Limit{Rate: 5, Per: time.Second}.Using(keyrate.SlidingLog)
+	carryFixed20h    = keyrate.Limit{Rate: 20, Per: time.Hour}.Using(keyrate.FixedWindow)
+	carrySliding6    = keyrate.Limit{Rate: 6, Per: 100 * time.Millisecond}.Using(keyrate.SlidingWindow)
+	carry5Burst8     = keyrate.Limit{Rate: 5, Per: time.Second, Burst: 8}
 )
 
 // CarrySeed is a named input of CarryModel.
@@ -72,6 +76,47 @@ func CarrySeeds() []CarrySeed {
 		{"reordered-windows", hundredOverTenSeconds(NewCarryInput(false,
 			[]keyrate.Limit{carryPerSecond10, carryPerHour100})).
 			Peek(0).Reorder(0).AllowN(0, 1).Peek(0).Advance(10*time.Second).AllowN(0, 10).Bytes()},
+
+		// The following were found by fuzzing this target.
+		//
+		// 7 counted in a fixed window of 20 an hour are carried to a
+		// sliding window of 3 a second as 3, 3 and 1 in this window and
+		// the next two, and back: the hour's window owes all 7 (debt out
+		// counts every window after t's). Reading only some of them, a
+		// Peek reported 16 left where 13 are.
+		{"spilled-counts-forgotten", NewCarryInput(false, []keyrate.Limit{carryFixed20h}, []keyrate.Limit{carrySliding3}).
+			AllowN(0, 7).AllowTier(0, 1, 1).Peek(0).AllowN(0, 14).Bytes()},
+		// 10 spent under [10 a second]; under [100 an hour, 10 a second]
+		// the second's window, matched by length, owes them: AllowN(1)
+		// must be denied. By position the hour's window took the debt and
+		// the second's started full.
+		{"window-matched-by-position", NewCarryInput(false, []keyrate.Limit{carryPerHour100, carryPerSecond10}, []keyrate.Limit{carryPerSecond10}).
+			AllowTier(0, 1, 10).AllowN(0, 1).Bytes()},
+		// 4 owed in a bucket of 5 a second (burst 8) carried to a sliding
+		// window of 6 per 100ms; a reservation of 6 there is counted two
+		// windows ahead and cancelled, which leaves the state ahead (the
+		// documented cost of Cancel); back in the bucket at the same
+		// instant the key still owes 4 (carry.md: a state ahead of t's
+		// window takes the windows it lost as N each), so AllowN(5) must
+		// be denied. It was admitted: the state ahead forgot the 4.
+		// (redisbucket refuses the reservation, and passes.)
+		{"cancel-ahead-forgets-count", NewCarryInput(false, []keyrate.Limit{carry5Burst8}, []keyrate.Limit{carrySliding6}).
+			AllowN(0, 4).ReserveTier(0, 1, 6, time.Second).Cancel(0).AllowN(0, 5).Bytes()},
+		// 4 counted in a sliding window carried to a log of 2 a second,
+		// which then owes 4, more than its N: a refund there gives nothing
+		// back (carry.md, "Refunds and cancels"), so back in the window
+		// AllowN(3) must be denied. The log gave 1 back.
+		{"log-refund-while-owing", NewCarryInput(true, []keyrate.Limit{carrySliding6}, []keyrate.Limit{carryLog2}).
+			AllowN(0, 4).RefundTier(0, 1, 1).AllowN(0, 3).Bytes()},
+		// 4 in a log of 5 a second carried to a log of 2 a second (the
+		// same length, but 4 is more than its N) is one admission of 4
+		// leaving after ⌈4/2⌉ = 2 windows; back in the log of 5 it is
+		// kept (4 fits 5) until then. 1.1s after it the key has 1 left;
+		// 0.5s later still none. The older rule let it leave after one
+		// window: 4 left.
+		{"log-debt-leaves-early", NewCarryInput(true, []keyrate.Limit{carryLog5}, []keyrate.Limit{carryLog2}).
+			AllowN(0, 2).Advance(500*time.Millisecond).AllowN(0, 2).AllowTier(0, 1, 1).Advance(600*time.Millisecond).
+			Peek(0).AllowN(0, 1).AllowN(0, 1).Advance(500*time.Millisecond).Peek(0).AllowN(0, 1).AllowN(0, 1).Bytes()},
 	}
 }
 
