@@ -532,11 +532,6 @@ func (r *carryRun) step(i int, op, spec []byte) {
 			}
 			if kind == opReserve && o.err == nil {
 				o.ok, o.at = o.res.OK(), o.res.At()
-				if p.Unlimited {
-					// Under an unlimited policy a reservation's At is 0, not
-					// the reading: its slot is now.
-					o.at = now
-				}
 				if o.res.Delay() < 0 || o.at < now || o.ok && o.res.Delay() > wait || !o.ok && o.res.Delay() <= wait && o.res.Delay() > 0 {
 					r.fail(i, "%s: %s: %s, against a maximum wait of %v", what, r.stores[s].Name, o, wait)
 				}

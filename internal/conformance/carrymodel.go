@@ -356,6 +356,18 @@ func (m *exact) debtIn(lim keyrate.Limit, t time.Duration, d *big.Rat) *mWin {
 // only collapse (deny more).
 func sameLimits(a, b []keyrate.Limit) bool { return slices.Equal(a, b) }
 
+// length is the length carry.md matches windows by, in ns: a token
+// bucket's fill time Burst·Per/Rate, a window algorithm's or a log's Per.
+func length(l keyrate.Limit) *big.Rat {
+	if l.Algorithm == keyrate.TokenBucket {
+		return new(big.Rat).Mul(interval(l), rat(int64(l.Burst), 1))
+	}
+	return rat(int64(l.Per), 1)
+}
+
+// sameLength reports whether a and b have windows of one length.
+func sameLength(a, b keyrate.Limit) bool { return length(a).Cmp(length(b)) == 0 }
+
 // carry moves k's state to limits at t, as carry.md's rule says, and
 // reports whether it changed anything: debt out of every old window;
 // window j of the new policy owes the largest debt of the old windows of
@@ -381,21 +393,21 @@ func (m *exact) carry(k *mKey, limits []keyrate.Limit, t time.Duration) bool {
 	for i, w := range k.wins {
 		debts[i] = m.debt(w, t)
 	}
-	has := func(ls []keyrate.Limit, per time.Duration) bool {
-		return slices.ContainsFunc(ls, func(l keyrate.Limit) bool { return l.Per == per })
+	has := func(ls []keyrate.Limit, l keyrate.Limit) bool {
+		return slices.ContainsFunc(ls, func(m keyrate.Limit) bool { return sameLength(l, m) })
 	}
 	wins := make([]*mWin, len(limits))
 	for j, l := range limits {
 		d := new(big.Rat)
-		matched := has(k.limits, l.Per)
+		matched := has(k.limits, l)
 		for i, old := range k.limits {
-			if !matched || old.Per == l.Per || !has(limits, old.Per) {
+			if !matched || sameLength(old, l) || !has(limits, old) {
 				if debts[i].Cmp(d) > 0 {
 					d = debts[i]
 				}
 			}
 		}
-		wins[j] = m.keep(k, j, l, d, debts, t)
+		wins[j] = m.keep(k, l, d, debts, t)
 		if wins[j] == nil {
 			wins[j] = m.debtIn(l, t, d)
 		}
@@ -405,10 +417,9 @@ func (m *exact) carry(k *mKey, limits []keyrate.Limit, t time.Duration) bool {
 }
 
 // keep returns the window of l that carry.md's exceptions keep exactly for
-// window j, carried debt d, or nil if none applies. Among several old
-// windows that qualify, the one at position j is kept, else the first
-// (carry.md does not say which: see CarryModel's report).
-func (m *exact) keep(k *mKey, j int, l keyrate.Limit, d *big.Rat, debts []*big.Rat, t time.Duration) *mWin {
+// a new window of l owing d, or nil if none applies: the first old window
+// that qualifies.
+func (m *exact) keep(k *mKey, l keyrate.Limit, d *big.Rat, debts []*big.Rat, t time.Duration) *mWin {
 	fits := func(i int) bool {
 		old := k.wins[i]
 		if old.lim.Algorithm != l.Algorithm || old.lim.Per != l.Per {
@@ -432,14 +443,10 @@ func (m *exact) keep(k *mKey, j int, l keyrate.Limit, d *big.Rat, debts []*big.R
 		return false
 	}
 	pick := -1
-	if j < len(k.wins) && fits(j) {
-		pick = j
-	} else {
-		for i := range k.wins {
-			if fits(i) {
-				pick = i
-				break
-			}
+	for i := range k.wins {
+		if fits(i) {
+			pick = i
+			break
 		}
 	}
 	if pick < 0 {
