@@ -74,7 +74,7 @@ func TestCarryStress(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if len(admitted) < 100 {
+			if len(admitted) < ops/10 { // about one in 6 is admitted: 20 a second, 8 calls a 20ms step
 				t.Fatalf("only %d admissions: the run exercises too little", len(admitted))
 			}
 			// The admissions whose call saw no step of the clock were decided
