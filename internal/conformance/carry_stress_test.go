@@ -74,7 +74,7 @@ func TestCarryStress(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if len(admitted) < ops/10 { // about one in 6 is admitted: 20 a second, 8 calls a 20ms step
+			if len(admitted) < ops/10 { // about goroutines·ops/20 are: 20 a second, each goroutine stepping 20ms every 8 calls
 				t.Fatalf("only %d admissions: the run exercises too little", len(admitted))
 			}
 			// The admissions whose call saw no step of the clock were decided
