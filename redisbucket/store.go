@@ -65,8 +65,10 @@ type Store struct {
 	client redis.UniversalClient
 	pols   *rules.Policies
 	plans  sync.Map // *rules.Rules → *plan, compiled on first use
-	// base is the descriptor of the window a one-window "a:b" value is
-	// under: window 0 of the default policy New compiled.
+	// base is window 0 of the default policy New compiled, as a
+	// descriptor: a value "a:b" (of the versions before values recorded
+	// their default's limits) is read as under it, and a policy of that
+	// one window is sent in the script's short form.
 	base     string
 	baseArg  any // base, boxed once for every call
 	set      settings
@@ -226,9 +228,8 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 // keyrate.DefaultPolicy replaces it, as rules.NewPolicies does). It
 // compiles them for a clock frozen at 0: the script reads Redis's clock
 // and returns each window's debt, which rules.Rules then reads as a
-// state at reading 0. It also returns the descriptor of a one-window
-// "a:b" value: window 0 of the default policy (limit, if the default is
-// unlimited).
+// state at reading 0. It also returns the store's base (see Store.base):
+// window 0 of the default policy (limit, if the default is unlimited).
 func compilePolicies(limit keyrate.Limit, common config.Settings) (*rules.Policies, string, error) {
 	u, err := compileUnits(limit)
 	if err != nil {
@@ -248,7 +249,7 @@ func compilePolicies(limit keyrate.Limit, common config.Settings) (*rules.Polici
 		u, _ = compileUnits(def.Rule(0).Limit())
 	}
 	if u.win > 0 {
-		return pols, "-", nil // no value is written "a:b" under a window algorithm
+		return pols, "-", nil // no value "a:b" was written under a window algorithm
 	}
 	return pols, u.desc(), nil
 }
@@ -648,9 +649,10 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 		return call(ctx, s.client, s.batch, alone, bp, append(append(args, p.args...), s.baseArg), logSource)
 	}
 	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL)
-	if !p.short || mode != "" {
-		args = append(args, p.descArg, s.baseArg, m)
+	if p.short && mode == "" { // the short form: the windows, then the descriptor
+		return call(ctx, s.client, s.batch, alone, bp, append(append(args, p.args...), p.descArg), gcraSource)
 	}
+	args = append(args, p.descArg, s.baseArg, m)
 	return call(ctx, s.client, s.batch, alone, bp, append(args, p.args...), gcraSource)
 }
 
