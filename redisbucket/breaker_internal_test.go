@@ -2,7 +2,11 @@ package redisbucket
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/big"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,21 +93,65 @@ func TestBreakerOneProbe(t *testing.T) {
 }
 
 // TestShare: a limit shared among n nodes keeps its rate over n times the
-// period, with Burst/n (at least 1); where n times the period overflows,
-// the rate is divided instead.
+// period, with Burst/n (at least 1); where n times the period overflows a
+// Duration, the rate in lowest terms over n/g times it, or else a token
+// every ⌈n·Per/Rate⌉; a share out of keyrate's range is an error. 10 a
+// year among 1000 nodes is 1 per 100 years (it was 1 a year: 10 times the
+// share, issue 31), 7 a year a token every 142.857… years, rounded up to
+// a whole ns; 6 a year would be a token every 166 years, longer than
+// keyrate fills a bucket of 1, and 1 a year one every 1000, longer than a
+// Duration.
 func TestShare(t *testing.T) {
+	year := 365 * 24 * time.Hour
 	for _, c := range []struct {
 		l    keyrate.Limit
 		n    int
-		want keyrate.Limit
+		want keyrate.Limit // the zero Limit: an error
 	}{
 		{keyrate.PerSecond(10).WithBurst(20), 4, keyrate.Limit{Rate: 10, Per: 4 * time.Second, Burst: 5}},
 		{keyrate.PerSecond(10).WithBurst(3), 4, keyrate.Limit{Rate: 10, Per: 4 * time.Second, Burst: 1}},
 		{keyrate.PerSecond(10).WithBurst(3), 1, keyrate.PerSecond(10).WithBurst(3)},
 		{keyrate.Limit{Rate: 100, Per: math.MaxInt64 / 2, Burst: 9}, 4, keyrate.Limit{Rate: 25, Per: math.MaxInt64 / 2, Burst: 2}},
+		{keyrate.Limit{Rate: 10, Per: year, Burst: 10}, 1000, keyrate.Limit{Rate: 1, Per: 100 * year, Burst: 1}},
+		{keyrate.Limit{Rate: 7, Per: year, Burst: 7}, 1000, keyrate.Limit{Rate: 1, Per: 4_505_142_857_142_857_143, Burst: 1}},
+		{keyrate.Limit{Rate: 6, Per: year, Burst: 6}, 1000, keyrate.Limit{}},
+		{keyrate.Limit{Rate: 1, Per: year, Burst: 1}, 1000, keyrate.Limit{}},
+		// n·Per at the longest Duration, and just past it.
+		{keyrate.Limit{Rate: 1000, Per: math.MaxInt64 / 1000, Burst: 1}, 1000, keyrate.Limit{Rate: 1000, Per: math.MaxInt64 / 1000 * 1000, Burst: 1}},
+		{keyrate.Limit{Rate: 1000, Per: math.MaxInt64/1000 + 1, Burst: 1}, 1000, keyrate.Limit{Rate: 1, Per: math.MaxInt64/1000 + 1, Burst: 1}},
+		{keyrate.Limit{Rate: 3, Per: time.Minute}.Using(keyrate.FixedWindow), 4, keyrate.Limit{Rate: 1, Per: time.Minute}.Using(keyrate.FixedWindow)},
 	} {
-		if got := share(c.l, c.n); got != c.want {
-			t.Errorf("share(%v, %d) = %v; want %v", c.l, c.n, got, c.want)
+		got, err := share(c.l, c.n)
+		switch {
+		case c.want == (keyrate.Limit{}):
+			if !errors.Is(err, keyrate.ErrInvalidLimit) || !strings.Contains(err.Error(), c.l.String()) || !strings.Contains(err.Error(), fmt.Sprint(c.n, " fallback nodes")) {
+				t.Errorf("share(%v, %d) = %v, %v; want an error wrapping ErrInvalidLimit naming the limit and n", c.l, c.n, got, err)
+			}
+		case got != c.want || err != nil:
+			t.Errorf("share(%v, %d) = %v, %v; want %v", c.l, c.n, got, err, c.want)
+		}
+	}
+	// Random limits, those of long periods most: a share is never above
+	// 1/n of the rate (Rate'·n·Per ≤ Rate·Per'), its Burst is Burst/n or 1,
+	// and it is valid.
+	r := rand.New(rand.NewPCG(31, 4))
+	for range 10_000 {
+		l := keyrate.Limit{Rate: 1 + r.IntN(1_000_000), Per: time.Duration(r.Int64N(math.MaxInt64/2) + 1), Burst: 1 + r.IntN(100_000)}
+		if l.Validate() != nil {
+			continue
+		}
+		n := 2 + r.IntN(MaxFallbackNodes-1)
+		s, err := share(l, n)
+		if err != nil {
+			if !errors.Is(err, keyrate.ErrInvalidLimit) {
+				t.Fatalf("share(%v, %d): %v; want an error wrapping ErrInvalidLimit", l, n, err)
+			}
+			continue
+		}
+		lhs := new(big.Int).Mul(big.NewInt(int64(s.Rate)), new(big.Int).Mul(big.NewInt(int64(n)), big.NewInt(int64(l.Per))))
+		rhs := new(big.Int).Mul(big.NewInt(int64(l.Rate)), big.NewInt(int64(s.Per)))
+		if lhs.Cmp(rhs) > 0 || s.Burst != max(l.Burst/n, 1) || s.Validate() != nil {
+			t.Fatalf("share(%v, %d) = %v: above 1/%d of the rate, a Burst other than %d, or invalid (%v)", l, n, s, n, max(l.Burst/n, 1), s.Validate())
 		}
 	}
 }

@@ -201,7 +201,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	}
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
-			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
+			return nil, fmt.Errorf("redisbucket: FallbackLocal's store: %w", err)
 		}
 	}
 	s.fleetNodes.Store(int64(max(set.fallbackNodes, 1)))
@@ -263,10 +263,15 @@ func newFallback(limit keyrate.Limit, common config.Settings, set settings) (*at
 		ps = slices.DeleteFunc(slices.Clone(ps), func(p keyrate.Policy) bool { return p.Name == keyrate.DefaultPolicy })
 	}
 	if n := set.fallbackNodes; n > 1 {
-		limit = share(limit, n)
+		var err error
+		if limit, err = share(limit, n); err != nil {
+			return nil, err
+		}
 		ps = slices.Clone(ps)
 		for i := range ps {
-			ps[i] = sharePolicy(ps[i], n)
+			if ps[i], err = sharePolicy(ps[i], n); err != nil {
+				return nil, err
+			}
 		}
 	}
 	opts := []keyrate.Option{keyrate.WithPolicies(ps...)}
