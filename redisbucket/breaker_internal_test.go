@@ -1,6 +1,7 @@
 package redisbucket
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
@@ -23,7 +26,7 @@ import (
 // change nothing.
 func TestBreakerOneProbe(t *testing.T) {
 	clk := clock.NewManual(0)
-	b := &breaker{cfg: Breaker{Failures: 2, Backoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk}}
+	b := &breaker{cfg: Breaker{Failures: 2, Backoff: time.Second, MaxBackoff: 8 * time.Second, Clock: clk}, counts: new(breakerCounts)}
 	cause := errors.New("timeout")
 	for range 2 {
 		if _, err := b.enter(); err != nil {
@@ -87,8 +90,8 @@ func TestBreakerOneProbe(t *testing.T) {
 	if probe, err := b.enter(); probe || err != nil {
 		t.Fatalf("closed: enter() = %v, %v", probe, err)
 	}
-	if b.opens.Load() != 4 || b.closes.Load() != 1 || b.refused.Load() != 3*63 {
-		t.Fatalf("counts: %d opens, %d closes, %d refused; want 4, 1, %d", b.opens.Load(), b.closes.Load(), b.refused.Load(), 3*63)
+	if c := b.counts; c.opens.Load() != 4 || c.closes.Load() != 1 || c.refused.Load() != 3*63 {
+		t.Fatalf("counts: %d opens, %d closes, %d refused; want 4, 1, %d", c.opens.Load(), c.closes.Load(), c.refused.Load(), 3*63)
 	}
 }
 
@@ -153,5 +156,63 @@ func TestShare(t *testing.T) {
 		if lhs.Cmp(rhs) > 0 || s.Burst != max(l.Burst/n, 1) || s.Validate() != nil {
 			t.Fatalf("share(%v, %d) = %v: above 1/%d of the rate, a Burst other than %d, or invalid (%v)", l, n, s, n, max(l.Burst/n, 1), s.Validate())
 		}
+	}
+}
+
+// TestBreakersPerServer: on a client of several servers each server's
+// calls go through a breaker of their own, found by the key's server
+// (here a fake look-up), and one server's opening refuses no call to
+// another; a key whose server is unknown goes through the store's one
+// breaker. Once more servers have been seen than minSweep, and twice as
+// many as the last sweep left, the breakers that are as good as new are
+// dropped, and a later call makes another; an open one is kept.
+func TestBreakersPerServer(t *testing.T) {
+	clk := clock.NewManual(0)
+	bs := newBreakers(Breaker{Failures: 2, Backoff: time.Second, MaxBackoff: time.Second, Clock: clk}, nil)
+	clients := map[string]*redis.Client{}
+	bs.node = func(_ context.Context, key string) (*redis.Client, error) {
+		if key == "unknown" {
+			return nil, errors.New("no slot map")
+		}
+		c, ok := clients[key]
+		if !ok {
+			c = redis.NewClient(&redis.Options{Addr: key})
+			t.Cleanup(func() { _ = c.Close() })
+			clients[key] = c
+		}
+		return c, nil
+	}
+	ctx := t.Context()
+	a := bs.of(ctx, "127.0.0.1:1")
+	if a == bs.one || bs.of(ctx, "127.0.0.1:1") != a || bs.of(ctx, "127.0.0.1:2") == a || bs.of(ctx, "unknown") != bs.one {
+		t.Fatal("a server's calls do not go through one breaker of its own")
+	}
+	cause := errors.New("timeout")
+	for range 2 {
+		if _, err := a.enter(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.exit(false, failed, cause)
+	if ev := a.exit(false, failed, cause); !errors.Is(ev, ErrCircuitOpen) || !strings.Contains(ev.Error(), " at 127.0.0.1:1") {
+		t.Fatalf("the second failure reported %v; want ErrCircuitOpen naming 127.0.0.1:1", ev)
+	}
+	if _, err := bs.of(ctx, "127.0.0.1:1").enter(); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("the first server's call after its breaker opened: %v; want refused", err)
+	}
+	if probe, err := bs.of(ctx, "127.0.0.1:2").enter(); probe || err != nil {
+		t.Fatalf("the second's call while the first server's breaker is open: %v, %v; want it sent", probe, err)
+	}
+	if !bs.open() || bs.counts.opens.Load() != 1 || bs.counts.refused.Load() != 1 {
+		t.Fatalf("open() = %v, %d opens, %d refused; want true, 1, 1", bs.open(), bs.counts.opens.Load(), bs.counts.refused.Load())
+	}
+	b := bs.of(ctx, "127.0.0.1:2")
+	for i := 2; bs.size < minSweep; i++ {
+		bs.of(ctx, fmt.Sprint("127.0.0.1:", 1000+i))
+	}
+	bs.of(ctx, "127.0.0.1:3") // the sweep: the first server's alone stays
+	if bs.size != 2 || bs.kept != 1 || bs.of(ctx, "127.0.0.1:1") != a || bs.of(ctx, "127.0.0.1:2") == b {
+		t.Fatalf("after a sweep: %d breakers, %d kept, the first server's kept %v, the second's made again %v; want 2, 1, true, true",
+			bs.size, bs.kept, bs.of(ctx, "127.0.0.1:1") == a, bs.of(ctx, "127.0.0.1:2") != b)
 	}
 }

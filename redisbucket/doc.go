@@ -299,7 +299,9 @@
 // each call its full timeout. WithBreaker (opt-in) bounds that: after a
 // number of failures in a row it stops sending calls for a back-off,
 // answering each at once by the failure policy, then lets one probe
-// through; a hung server then costs one timeout per back-off.
+// through; a hung server then costs one timeout per back-off. Each
+// server has its own breaker (each master of a Cluster, each shard of a
+// Ring), so a dead master holds back only its own keys.
 //
 // Allow returns the policy's answer in every case. A refund Redis does
 // not answer is lost under FailClosed (an error wrapping ErrUnavailable)

@@ -77,7 +77,7 @@ type Store struct {
 	// deadlines bounds each script call by the timeout.
 	deadlines *deadlines
 	deny      *denyCache // nil without WithDenyCache
-	brk       *breaker   // nil without WithBreaker
+	brk       *breakers  // nil without WithBreaker
 	counter   *counter   // nil without WithNodeCount
 	leases    *leases    // nil without WithLeases
 	batch     *batcher   // nil without WithPipelining
@@ -191,7 +191,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		s.deny = newDenyCache(set.denyCache)
 	}
 	if set.breaker != nil {
-		s.brk = &breaker{cfg: *set.breaker}
+		s.brk = newBreakers(*set.breaker, client)
 	}
 	if set.lease != nil {
 		s.leases = newLeases(*set.lease, s.localClock())
@@ -597,14 +597,17 @@ func windowed(rs *rules.Rules) bool {
 // run sends one EVALSHA of the script (EVAL if the server lacks it) for
 // the Redis key rkey under p, bounded by parent and the store's timeout,
 // and returns its reply; or, sending nothing, errRefused if the circuit
-// breaker is open. It counts the call in Stats.Calls and its outcome in
-// the breaker.
+// breaker of rkey's server is open. It counts the call in Stats.Calls and
+// its outcome in the breaker.
 func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
+	ctx, cancel := s.deadlines.with(parent)
+	defer cancel()
 	if s.brk == nil {
 		s.calls.Add(1)
-		return s.send(parent, rkey, p, cost, mode)
+		return s.send(parent, ctx, rkey, p, cost, mode)
 	}
-	probe, err := s.brk.enter()
+	b := s.brk.of(ctx, rkey)
+	probe, err := b.enter()
 	if err != nil {
 		return nil, err
 	}
@@ -612,10 +615,10 @@ func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode
 	sent := false
 	defer func() {
 		if !sent { // the client panicked (a hook's panic): no verdict, but a probe must not stay in flight for good
-			s.brk.exit(probe, gaveUp, nil)
+			b.exit(probe, gaveUp, nil)
 		}
 	}()
-	res, err := s.send(parent, rkey, p, cost, mode)
+	res, err := s.send(parent, ctx, rkey, p, cost, mode)
 	sent = true
 	o := answered
 	if err != nil {
@@ -624,16 +627,14 @@ func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode
 			o = gaveUp
 		}
 	}
-	if change := s.brk.exit(probe, o, err); change != nil && s.set.onError != nil {
+	if change := b.exit(probe, o, err); change != nil && s.set.onError != nil {
 		s.set.onError(change)
 	}
 	return res, err
 }
 
-// send is run's call.
-func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
-	ctx, cancel := s.deadlines.with(parent)
-	defer cancel()
+// send is run's call, bounded by ctx, parent bounded by the timeout.
+func (s *Store) send(parent, ctx context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
 	var now, minTTL any = "-1", "0" // the server's TIME
 	if ts := s.set.timeSource; ts != nil {
 		now, minTTL = micros(ts.Now()), timeSourceTTLArg
@@ -774,8 +775,8 @@ func (s *Store) Stats() Stats {
 		st.FleetNodes = int(s.fleetNodes.Load())
 	}
 	if b := s.brk; b != nil {
-		st.BreakerOpen = b.state.Load() != stClosed
-		st.BreakerOpens, st.BreakerCloses, st.ShortCircuited = b.opens.Load(), b.closes.Load(), b.refused.Load()
+		st.BreakerOpen = b.open()
+		st.BreakerOpens, st.BreakerCloses, st.ShortCircuited = b.counts.opens.Load(), b.counts.closes.Load(), b.counts.refused.Load()
 	}
 	return st
 }
