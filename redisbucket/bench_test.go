@@ -28,12 +28,12 @@ local v = redis.pcall('GET', KEYS[1])
 redis.call('SET', KEYS[1], string.format('%d:%d', tonumber(t[1]) * 1000000 + tonumber(t[2]), 0), 'PX', ARGV[3])
 return {-1, 0, 0, 0, 0}`)
 
-// floorArgs are the store's seven arguments for the benchmark's limit
-// (the server's TIME, cost 1, the TTL in ms, then K, I, G and F), sent
-// with floorScript so that they cost the server the same to receive. The
-// store sets the same TTL, 1 ms, on these keys: a bucket one token short
-// of full.
-var floorArgs = []any{"-1", 1, 1, 1, 1, 1000, 1_000_000}
+// floorArgs are the store's eight arguments for the benchmark's limit
+// (the server's TIME, cost 1, the TTL in ms, K, I, G and F, then the
+// descriptor), sent with floorScript so that they cost the server the
+// same to receive. The store sets the same TTL, 1 ms, on these keys: a
+// bucket one token short of full.
+var floorArgs = []any{"-1", 1, 1, 1, 1, 1000, 1_000_000, "1:1:1000:1000000"}
 
 // BenchmarkRedis compares a Store's AllowN (op=allow: one EVALSHA of the
 // GCRA script, on the server's TIME, every call allowed so every call

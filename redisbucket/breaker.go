@@ -1,11 +1,14 @@
 package redisbucket
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
@@ -14,13 +17,14 @@ import (
 	"github.com/keyrate/keyrate/internal/wrap"
 )
 
-// ErrCircuitOpen reports that the store's circuit breaker is open (see
-// WithBreaker): Redis failed Breaker.Failures times in a row, and the
-// store sends nothing until the back-off ends. A call refused so gets the
-// failure policy's answer at once, with, under FailClosed, an error
-// wrapping both ErrUnavailable and ErrCircuitOpen. The breaker's opening
-// is passed to the WithOnError callback as an error wrapping it and the
-// last failure.
+// ErrCircuitOpen reports that the circuit breaker of the call's server is
+// open (see WithBreaker): that server failed Breaker.Failures times in a
+// row, and the store sends it nothing until the back-off ends. A call
+// refused so gets the failure policy's answer at once, with, under
+// FailClosed, an error wrapping both ErrUnavailable and ErrCircuitOpen.
+// The breaker's opening is passed to the WithOnError callback as an error
+// wrapping it and the last failure, naming the server on a client of
+// several.
 var ErrCircuitOpen = errors.New("redisbucket: circuit breaker open")
 
 // ErrCircuitClosed is passed to the WithOnError callback, wrapped, when
@@ -68,13 +72,21 @@ const (
 // accepts connections but never answers) therefore costs one timeout per
 // back-off, instead of one per call.
 //
+// Each server has a breaker of its own: on a *redis.ClusterClient each
+// master (the master of a key's slot, as the client finds it), on a
+// *redis.Ring each shard. A master that fails holds back only the calls
+// to its own keys; the other masters' keys keep getting Redis's answers.
+// A call whose server the client cannot name (a Cluster whose slot map
+// it cannot load) goes through a breaker of its own; so does every call
+// of any other client, which the store takes for one server.
+//
 // The breaker applies to the calls that decide, refund, reserve and
 // cancel; Len's SCAN is not held back. A call that the deny cache answers
 // (WithDenyCache) never reaches it. Stats counts the breaker's openings,
-// closings and the calls it answered, and says whether it is open; each
-// opening and closing is passed to the WithOnError callback, as an error
-// wrapping ErrCircuitOpen (with ErrUnavailable and the last failure) or
-// ErrCircuitClosed.
+// closings and the calls it answered, summed over the servers, and says
+// whether one is open; each opening and closing is passed to the
+// WithOnError callback, as an error wrapping ErrCircuitOpen (with
+// ErrUnavailable and the last failure) or ErrCircuitClosed.
 // Under FallbackLocal, the fallback store answers while it is open, so
 // Redis takes over again only after a probe: up to one back-off after it
 // recovers.
@@ -120,11 +132,110 @@ const (
 	stProbing        // one call, the probe, is in flight; the others are refused
 )
 
-// breaker is WithBreaker's state machine. A closed breaker that has seen
+// breakers is a store's circuit breakers (WithBreaker): one per server
+// that the client sends a key's calls to, found as the client finds it,
+// so that a server that fails holds back only the calls to its keys. On
+// a client of one server the hot path is one nil check more than a
+// single breaker; on a Cluster or a Ring it is the client's look-up of
+// the key's server (a hash and a search of the slot map, which the
+// client repeats to send the call) and a sync.Map load.
+type breakers struct {
+	cfg Breaker
+	// node returns the server a Redis key is on, for a client of several
+	// (nil: one server), or an error.
+	node func(ctx context.Context, key string) (*redis.Client, error)
+	// one is the one server's breaker; with node, that of the calls whose
+	// server is unknown.
+	one    *breaker
+	byAddr sync.Map // with node: server address → *breaker
+	counts breakerCounts
+
+	mu         sync.Mutex // serialises adding to byAddr
+	size, kept int        // breakers in byAddr; those left by the last sweep
+}
+
+// minSweep is the fewest breakers byAddr holds before a sweep.
+const minSweep = 64
+
+// breakerCounts are Stats' counts, summed over a store's breakers.
+type breakerCounts struct {
+	opens, closes, refused atomic.Uint64
+}
+
+func newBreakers(cfg Breaker, c redis.UniversalClient) *breakers {
+	bs := &breakers{cfg: cfg}
+	bs.one = &breaker{cfg: cfg, counts: &bs.counts}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		bs.node = c.MasterForKey
+	case *redis.Ring:
+		bs.node = func(_ context.Context, key string) (*redis.Client, error) { return c.GetShardClientForKey(key) }
+	}
+	return bs
+}
+
+// of returns the breaker of the server Redis key key is on. ctx bounds
+// the client's look-up (a Cluster's first one loads its slot map).
+func (bs *breakers) of(ctx context.Context, key string) *breaker {
+	if bs.node == nil {
+		return bs.one
+	}
+	c, err := bs.node(ctx, key)
+	if err != nil || c == nil {
+		return bs.one
+	}
+	addr := c.Options().Addr
+	if b, ok := bs.byAddr.Load(addr); ok {
+		return b.(*breaker)
+	}
+	return bs.add(addr)
+}
+
+// add returns addr's breaker, making it if byAddr has none. Once byAddr
+// has doubled since the last sweep, it first drops the breakers that are
+// closed with no failure counted, as good as new (a later call makes
+// another), so that servers a failover or a reshard took away leave
+// nothing behind. A call that holds a dropped breaker still counts its
+// outcome there, where the next calls do not see it: at worst a breaker
+// opens a few failures late.
+func (bs *breakers) add(addr string) *breaker {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if b, ok := bs.byAddr.Load(addr); ok {
+		return b.(*breaker)
+	}
+	if bs.size >= max(2*bs.kept, minSweep) {
+		bs.byAddr.Range(func(k, v any) bool {
+			if b := v.(*breaker); b.state.Load() == stClosed && b.failures.Load() == 0 {
+				bs.byAddr.Delete(k)
+				bs.size--
+			}
+			return true
+		})
+		bs.kept = bs.size
+	}
+	b := &breaker{cfg: bs.cfg, addr: addr, counts: &bs.counts}
+	bs.byAddr.Store(addr, b)
+	bs.size++
+	return b
+}
+
+// open reports whether any breaker is open or probing.
+func (bs *breakers) open() bool {
+	open := bs.one.state.Load() != stClosed
+	bs.byAddr.Range(func(_, v any) bool {
+		open = open || v.(*breaker).state.Load() != stClosed
+		return !open
+	})
+	return open
+}
+
+// breaker is one server's state machine. A closed breaker that has seen
 // no failure costs a call two atomic loads; every change of state takes
 // the mutex.
 type breaker struct {
 	cfg      Breaker
+	addr     string // the server's, on a client of several; "" otherwise
 	state    atomic.Int32
 	failures atomic.Int32 // consecutive failures while closed
 
@@ -132,7 +243,7 @@ type breaker struct {
 	backoff time.Duration // the current back-off, while open or probing
 	until   time.Duration // the reading at which the back-off ends
 
-	opens, closes, refused atomic.Uint64
+	counts *breakerCounts // the store's
 }
 
 // errRefused is what a call the open breaker refuses fails with, before
@@ -156,7 +267,7 @@ func (b *breaker) enter() (probe bool, err error) {
 			return true, nil
 		}
 	}
-	b.refused.Add(1)
+	b.counts.refused.Add(1)
 	return false, errRefused
 }
 
@@ -187,8 +298,8 @@ func (b *breaker) exit(probe bool, o outcome, cause error) error {
 		b.failures.Store(0)
 		if probe || b.state.Load() != stClosed {
 			b.state.Store(stClosed)
-			b.closes.Add(1)
-			return fmt.Errorf("%w: Redis answered the probe", ErrCircuitClosed)
+			b.counts.closes.Add(1)
+			return fmt.Errorf("%w: Redis answered the probe%s", ErrCircuitClosed, b.at())
 		}
 	case gaveUp: // the probe's caller gave up: the next call probes
 		b.state.Store(stOpen)
@@ -205,10 +316,18 @@ func (b *breaker) exit(probe bool, o outcome, cause error) error {
 		b.failures.Store(0)
 		b.state.Store(stOpen)
 		b.until = now + b.backoff
-		b.opens.Add(1)
-		return wrap.Errorf("%w: for %v after %s: %w: %w", ErrCircuitOpen, b.backoff, what(probe, b.cfg.Failures), ErrUnavailable, cause)
+		b.counts.opens.Add(1)
+		return wrap.Errorf("%w: for %v after %s%s: %w: %w", ErrCircuitOpen, b.backoff, what(probe, b.cfg.Failures), b.at(), ErrUnavailable, cause)
 	}
 	return nil
+}
+
+// at names b's server, on a client of several.
+func (b *breaker) at() string {
+	if b.addr == "" {
+		return ""
+	}
+	return " at " + b.addr
 }
 
 // what names what opened the breaker.

@@ -2,6 +2,7 @@ package redisbucket_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -70,6 +71,85 @@ func TestClusterKilledMaster(t *testing.T) {
 						t.Fatalf("call %d on %q, a live master's key: %+v, %v; want Redis's answer, allowed with %d left", n, key, d, err, want)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestClusterBreakerPerMaster kills one master of a 3-master Redis
+// Cluster (no replicas: its slots stay down) under a store of each
+// failure policy with a breaker of 3 failures: three calls on the dead
+// master's keys open its breaker, after which its keys are answered by
+// the policy at once, sending nothing; the other masters' keys keep
+// getting Redis's answers, their breakers closed. (A breaker per store
+// answered every master's keys by the policy for the back-off.)
+func TestClusterBreakerPerMaster(t *testing.T) {
+	cluster := redistest.StartCluster3(t)
+	client := newClusterClient(t, cluster)
+	victim := cluster.Nodes[0]
+	prefix := uniquePrefix(t)
+	stores := make([]*redisbucket.Store, len(policyCases))
+	seen := make([]*changes, len(policyCases)) // each store's OnError
+	dead := make([]string, len(policyCases))   // a key of the victim's, per store
+	live := make([][]string, len(policyCases)) // a key of each other master's
+	for i, c := range policyCases {
+		p := prefix + c.policy.String() + ":"
+		seen[i] = new(changes)
+		stores[i] = mustNew(t, client, faultLimit, append([]keyrate.Option{
+			redisbucket.WithFailurePolicy(c.policy),
+			redisbucket.WithTimeout(faultTimeout),
+			redisbucket.WithTimeSource(clock.NewManual(start)),
+			redisbucket.WithPrefix(p),
+			redisbucket.WithOnError(seen[i].add),
+			redisbucket.WithBreaker(redisbucket.Breaker{Failures: 3, Clock: clock.NewManual(0)}),
+		}, c.opts...)...)
+		answered(t, stores[i], keys("warm-")) // loads the script on a master
+		masters := map[string]bool{victim.Addr(): true}
+		for n := 0; dead[i] == "" || len(live[i]) < 2; n++ {
+			key := fmt.Sprint("k", n)
+			m, err := client.MasterForKey(t.Context(), p+key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch addr := m.Options().Addr; {
+			case addr == victim.Addr():
+				dead[i] = key
+			case !masters[addr]:
+				masters[addr] = true
+				live[i] = append(live[i], key)
+			}
+		}
+	}
+	victim.Kill()
+	for i, c := range policyCases {
+		t.Run(c.policy.String(), func(t *testing.T) {
+			s := stores[i]
+			warm := s.Stats() // after warming up
+			for n := range 3 {
+				var d keyrate.Decision
+				var err error
+				timed(t, "a call on the killed master's slots", func() { d, err = s.AllowN(dead[i], 1) })
+				c.check(t, n, d, err)
+			}
+			if st := s.Stats(); st.Errors != warm.Errors+3 || st.BreakerOpens != 1 || !st.BreakerOpen {
+				t.Fatalf("after 3 failures on the killed master's keys: %+v; want 3 errors more, its breaker open", st)
+			}
+			for _, key := range live[i] {
+				for n := range 3 {
+					d, err := s.AllowN(key, 1)
+					if want := faultLimit.Burst - 1 - n; err != nil || !d.Allowed || d.Remaining != want || d.Limit != faultLimit {
+						t.Fatalf("call %d on %q, a live master's key, with the killed master's breaker open: %+v, %v; want Redis's answer, allowed with %d left", n, key, d, err, want)
+					}
+				}
+			}
+			if opens, _ := seen[i].counts(); opens != 1 || !strings.Contains(seen[i].lastErr.Error(), victim.Addr()) {
+				t.Fatalf("OnError saw %d openings, the last %v; want 1, naming the killed master %s", opens, seen[i].lastErr, victim.Addr())
+			}
+			before := s.Stats()
+			d, err := s.AllowN(dead[i], 1)
+			c.check(t, 3, d, err)
+			if st := s.Stats(); st.ShortCircuited != before.ShortCircuited+1 || st.Calls != before.Calls || st.ShortCircuited != 1 {
+				t.Fatalf("a call on the killed master's keys moved Stats from %+v to %+v; want it refused by the open breaker, the only one refused", before, st)
 			}
 		})
 	}

@@ -64,16 +64,26 @@
 // in-process store carries the key over to the new version anyway, which
 // only shows once its clock has gone back.
 //
-// A value of one window, under window 0 of the default policy New
-// compiled, is written "a:b" (the TAT in whole µs and ticks), as the
-// previous version of this package wrote every value, so that a fleet can
-// be upgraded one process at a time: this version reads the old values as
-// that window, and the old one reads those this version writes for its
-// default policy. A value of several windows, or of another policy, is
-// "K:I:G:F,.../a:b:r,..." (r counts in-process ticks below the
-// script's, after a change of policy), about 40 bytes a window; the
-// previous version reads it as malformed, an empty bucket, and a spend of
-// its replaces it with one.
+// Every value, the default policy's too, is "K:I:G:F,.../a:b:r,..." (each
+// window's TAT in whole µs and ticks, less r in-process ticks after a
+// change of policy), about 40 bytes a window, so that processes started
+// with different limits (a rolling deploy that changes the default)
+// carry one another's values as a tier move carries a key in process.
+// A fleet can be upgraded one process at a time:
+//
+//   - The previous version wrote a value of its default policy's one
+//     window as "a:b", which records no limits. This version reads it as
+//     under its own default's window 0, as that version did; so, until
+//     every process runs this version, a key an old process wrote is read
+//     under each reader's own default: upgrade with the same default,
+//     then change it.
+//   - The previous version reads a one-window value of this version under
+//     its own default's limits as its own, and one under other limits as
+//     a change of policy, which it carries as this version does: never
+//     malformed, never admitting more than this version would.
+//   - The version before policies reads every value of this version as
+//     malformed: an empty bucket, which admits nothing until it refills
+//     and never more than the limit.
 //
 // # Window algorithms
 //
@@ -290,7 +300,9 @@
 // each call its full timeout. WithBreaker (opt-in) bounds that: after a
 // number of failures in a row it stops sending calls for a back-off,
 // answering each at once by the failure policy, then lets one probe
-// through; a hung server then costs one timeout per back-off.
+// through; a hung server then costs one timeout per back-off. Each
+// server has its own breaker (each master of a Cluster, each shard of a
+// Ring), so a dead master holds back only its own keys.
 //
 // Allow returns the policy's answer in every case. A refund Redis does
 // not answer is lost under FailClosed (an error wrapping ErrUnavailable)

@@ -52,3 +52,14 @@ func (b *batcher) counts() (queued, inflight, servers int) {
 	}
 	return queued, inflight, len(b.nodes)
 }
+
+// ScriptWindow returns l's descriptor in the script's values, "K:I:G:F",
+// and its four numbers, as a call sends them.
+func ScriptWindow(l keyrate.Limit) (desc string, args []any) {
+	u, err := compileUnits(l)
+	if err != nil {
+		panic(err)
+	}
+	k, i, g, f := u.args()
+	return u.desc(), []any{k, i, g, f}
+}

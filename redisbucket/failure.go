@@ -97,15 +97,15 @@ type Stats struct {
 	// Leased is the number of requests leases answered (a lease's first
 	// included), of which all but the first of each lease sent nothing.
 	Leased uint64
-	// BreakerOpen reports whether the circuit breaker (WithBreaker) is
-	// open now, or probing; false without a breaker.
+	// BreakerOpen reports whether a circuit breaker (WithBreaker; one per
+	// server) is open now, or probing; false without a breaker.
 	BreakerOpen bool
-	// BreakerOpens is the number of times the breaker opened: after
+	// BreakerOpens is the number of times a breaker opened: after
 	// failures in a row, or a failed probe.
 	BreakerOpens uint64
-	// BreakerCloses is the number of times a probe closed it again.
+	// BreakerCloses is the number of times a probe closed one again.
 	BreakerCloses uint64
-	// ShortCircuited is the number of calls the open breaker answered by
+	// ShortCircuited is the number of calls an open breaker answered by
 	// the failure policy without sending them (not counted in Calls or
 	// Errors; counted in Degraded).
 	ShortCircuited uint64

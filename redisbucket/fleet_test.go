@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -309,5 +310,112 @@ func TestFleetNodeCount(t *testing.T) {
 	}
 	if want := n * (fleetLimit.Burst / n); admitted != want {
 		t.Fatalf("the fleet's fallbacks admitted %d with time frozen; want %d", admitted, want)
+	}
+}
+
+// TestFallbackShareLongPer: a limit whose Per times the fleet's size
+// overflows a Duration, 10 a year among WithFallbackNodes(1000), with the
+// server killed and the clock stepped a month at a time over 10 years:
+// one node's fallback admits 1, within its part of the documented bound,
+// Burst/N + Rate·T/(N·Per) + 1 = 1.1 (the fleet's: (m/N)·(Burst +
+// Rate·T/Per) + m), where a share of 1 a year admitted 11, and the
+// fleet of 1000 so 11 000 (issue 31). A share that keyrate cannot hold
+// (6 a year: a token every 166 years) is an error of New.
+func TestFallbackShareLongPer(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	srv := server(t)
+	clk := clock.NewManual(start)
+	limit := keyrate.Limit{Rate: 10, Per: year, Burst: 10}
+	s := mustNew(t, newClient(t, srv.Addr()), limit, redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal), redisbucket.WithFallbackNodes(1000),
+		redisbucket.WithTimeSource(clk), redisbucket.WithTimeout(faultTimeout),
+		// Opens after the first failure and never probes: the fallback
+		// answers at once.
+		redisbucket.WithBreaker(redisbucket.Breaker{Failures: 1, Clock: clock.NewManual(0)}))
+	srv.Kill()
+	admitted := 0
+	for month := 0; month <= 120; month++ {
+		for range 3 {
+			if d, err := s.AllowN("k", 1); err != nil {
+				t.Fatal(err)
+			} else if d.Allowed {
+				admitted++
+			}
+		}
+		clk.Advance(year / 12)
+	}
+	if admitted != 1 || s.Stats().Degraded != 121*3 {
+		t.Fatalf("the fallback admitted %d over 10 years, %d answers degraded; want 1 (its share: 1 per 100 years, burst 1), all %d degraded", admitted, s.Stats().Degraded, 121*3)
+	}
+	_, err := redisbucket.New(newClient(t, srv.Addr()), keyrate.Limit{Rate: 6, Per: year, Burst: 6},
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal), redisbucket.WithFallbackNodes(1000), redisbucket.WithEvictionAllowed())
+	if !errors.Is(err, keyrate.ErrInvalidLimit) || !strings.Contains(err.Error(), "1000 fallback nodes") || !strings.Contains(err.Error(), "the most is") {
+		t.Fatalf("New with 6 a year among 1000 fallback nodes: %v; want an error wrapping ErrInvalidLimit naming the limit, n and the bound", err)
+	}
+}
+
+// TestFallbackShareOutOfRange: a policy whose share among the fallback
+// nodes keyrate cannot hold (6 a year among 1000: a token every 166
+// years) is refused by SetPolicy, which changes nothing; and when
+// WithNodeCount's count puts a policy's share out of range, the fallback
+// keeps the share it had and the error goes to OnError.
+func TestFallbackShareOutOfRange(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	srv := server(t)
+	client := newClient(t, srv.Addr())
+	six := keyrate.Policy{Name: "six", Limits: []keyrate.Limit{{Rate: 6, Per: year, Burst: 6}}}
+	s := mustNew(t, client, keyrate.PerSecond(10), redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout),
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal), redisbucket.WithFallbackNodes(1000))
+	if err := s.SetPolicy(six); !errors.Is(err, keyrate.ErrInvalidPolicy) || !errors.Is(err, keyrate.ErrInvalidLimit) {
+		t.Fatalf("SetPolicy(%v) among 1000 fallback nodes: %v; want an error wrapping ErrInvalidPolicy and ErrInvalidLimit", six, err)
+	}
+	for _, p := range s.Policies() {
+		if p.Name == six.Name {
+			t.Fatalf("SetPolicy failed, yet the store has %v", p)
+		}
+	}
+
+	// Counted: this store, then 999 more members of its fleet's set.
+	prefix := uniquePrefix(t)
+	clk := clock.NewManual(0)
+	var mu sync.Mutex
+	var reported []error
+	c := mustNew(t, client, keyrate.PerSecond(10), keyrate.WithPolicies(six), redisbucket.WithPrefix(prefix), redisbucket.WithTimeout(slowTimeout),
+		redisbucket.WithFailurePolicy(redisbucket.FallbackLocal), redisbucket.WithNodeCount(redisbucket.NodeCount{Every: time.Hour, Clock: clk}),
+		redisbucket.WithOnError(func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reported = append(reported, err)
+		}))
+	t.Cleanup(func() { _ = c.Close() })
+	if err := clk.AwaitSleepers(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	now, err := client.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := make([]redis.Z, 999)
+	for i := range members {
+		members[i] = redis.Z{Score: float64(now.UnixMilli()), Member: strconv.Itoa(i)}
+	}
+	if err := client.ZAdd(t.Context(), "{keyrate-nodes}"+prefix, members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if err := clk.AwaitSleepers(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().FleetNodes; n != 1000 {
+		t.Fatalf("FleetNodes = %d; want 1000", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var found bool
+	for _, err := range reported {
+		found = found || errors.Is(err, keyrate.ErrInvalidLimit) && strings.Contains(err.Error(), `"six"`) && strings.Contains(err.Error(), "1000")
+	}
+	if !found {
+		t.Fatalf("OnError got %v; want an error wrapping ErrInvalidLimit naming the policy and the count", reported)
 	}
 }

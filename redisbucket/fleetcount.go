@@ -129,7 +129,8 @@ func (s *Store) heartbeat(ctx context.Context) (int64, error) {
 
 // reshare sets the fallback's divisor to the larger of WithFallbackNodes's
 // n and counted, and, if it changed, gives the fallback every policy
-// shared by it.
+// shared by it. A policy whose share is out of range (see share) keeps
+// the share it had, and the error goes to the WithOnError callback.
 func (s *Store) reshare(counted int) {
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
@@ -142,7 +143,13 @@ func (s *Store) reshare(counted int) {
 		if p.Name == keyrate.DefaultPolicy && s.set.fallback != nil {
 			p.Limits = []keyrate.Limit{*s.set.fallback}
 		}
-		_ = s.fallback.SetPolicy(sharePolicy(p, n)) // valid: New checked n = 1 and the store's policies
+		sp, err := sharePolicy(p, n)
+		if err == nil {
+			err = s.fallback.SetPolicy(sp)
+		}
+		if err != nil && s.set.onError != nil {
+			s.set.onError(fmt.Errorf("redisbucket: WithNodeCount counted %d nodes: the fallback keeps its share of %q: %w", n, p.Name, err))
+		}
 	}
 }
 

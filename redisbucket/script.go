@@ -46,16 +46,21 @@ const (
 // ticks of rules.Rule per tick, F ticks to fill an empty bucket. A
 // descriptor lists its windows as "K:I:G:F", joined by ",". A call of the
 // policy whose one window is base, with the mode "", sends the short
-// form, three fewer arguments for the common case: now, the cost, the
-// least TTL, then K, I, G and F.
+// form, two fewer arguments for the common case: now, the cost, the least
+// TTL, K, I, G and F, then the descriptor.
 //
 // The value is "desc/a:b:r,a:b:r,...": the descriptor of the windows the
 // states are under, then each window's TAT, a whole µs plus b ticks (0 ≤ b
 // < K) less r ticks of rules.Rule (0 ≤ r < G, nonzero only after a
 // change of policy: keyrate rounds a carried state to its own, finer,
-// ticks). A value of one window under base, with r = 0, is written "a:b",
-// as before policies, so that a store of the previous version reads it. No
-// value is a full bucket. A write sets the value with PX at the time the
+// ticks). Every value is written so, the default policy's too, so that it
+// records the limits that wrote it: a process started with another default
+// (a rolling deploy that changes it) reads it as a change of policy and
+// carries it, as a key moved to another tier is. A value "a:b", which the
+// versions before this one wrote for a window of their default policy
+// (r = 0), records no limits: it is read as under base, the reader's own
+// default, as those versions read it. No value is a full bucket. A write
+// sets the value with PX at the time the
 // last window will be full again, rounded up to a whole ms (or the least
 // TTL, if longer; at least 1 ms), so idle keys delete themselves. A full
 // window that a refund leaves full keeps its TAT, as rules.Rule.Refund
@@ -151,10 +156,12 @@ const (
 // from a window owes that cost in tokens. Reservations (modes R
 // and C) are refused under a policy with a window algorithm.
 //
-// The common case, one window under base with its value missing or "a:b",
-// a spend or a peek, is decided first, exactly as the previous version
-// did, at its cost: the rest of the script allocates tables and closures
-// that made it a third slower. So is a spend or a peek of a policy of one
+// The common case, one window under base with its value missing, under
+// base with r = 0 ("desc/a:b:0", found by a plain comparison of the
+// value's start with the descriptor) or "a:b", a spend or a peek, is
+// decided first, as the version before policies decided it, at its cost:
+// the rest of the script allocates tables and closures that made it a
+// third slower. So is a spend or a peek of a policy of one
 // window algorithm's window whose value is missing or under its
 // descriptor.
 //
@@ -180,13 +187,18 @@ end
 if now > 4503599627370496 then now = 4503599627370496 end
 local cost = tonumber(ARGV[2])
 local v = redis.pcall('GET', KEYS[1])
-local short = #ARGV == 7
+local short = #ARGV == 8
 if (short or (ARGV[4] == ARGV[5] and ARGV[6] == '')) and cost >= 0 and type(v) ~= 'table' then
   local o = short and 3 or 6
+  local d = short and ARGV[8] or ARGV[4]
   local K, I, F = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])
   local a, b = 0, 0
   if v then
-    a, b = string.match(v, '^(%d+):(%d+)$')
+    if string.find(v, d, 1, true) == 1 then
+      a, b = string.match(v, '^/(%d+):(%d+):0$', #d + 1)
+    else
+      a, b = string.match(v, '^(%d+):(%d+)$')
+    end
     if a and #a <= 16 and #b <= 16 and (#a < 16 or a <= '9007199254740992') then
       a, b = tonumber(a), tonumber(b)
     else
@@ -204,7 +216,7 @@ if (short or (ARGV[4] == ARGV[5] and ARGV[6] == '')) and cost >= 0 and type(v) ~
     local ttl = (du - us) / 1000
     if us > 0 or db > 0 then ttl = ttl + 1 end
     ttl = math.max(ttl, tonumber(ARGV[3]), 1)
-    redis.call('SET', KEYS[1], string.format('%d:%d', now + du, db), 'PX', string.format('%d', ttl))
+    redis.call('SET', KEYS[1], string.format('%s/%d:%d:0', d, now + du, db), 'PX', string.format('%d', ttl))
     return {-1, 0, du, db, 0}
   end
 end
@@ -244,8 +256,7 @@ if #ARGV == 10 and ARGV[7] == '0' and ARGV[6] == '' and cost >= 0 and type(v) ~=
 end
 local A = ARGV
 if short then
-  local d = table.concat(ARGV, ':', 4, 7)
-  A = {ARGV[1], ARGV[2], ARGV[3], d, d, '', ARGV[4], ARGV[5], ARGV[6], ARGV[7]}
+  A = {ARGV[1], ARGV[2], ARGV[3], ARGV[8], ARGV[8], '', ARGV[4], ARGV[5], ARGV[6], ARGV[7]}
 end
 local want, base = A[4], A[5]
 local mode, m1, m2 = string.match(A[6], '^([RC]):(%d+):(%d+)$')
@@ -462,9 +473,7 @@ local function put()
     if r > 0 or (w[1] > 0 and d[2] > 0) then ms = ms + 1 end
     if ms > ttl then ttl = ms end
   end
-  local value = want .. '/' .. table.concat(T, ',')
-  if n == 1 and want == base and string.sub(T[1], -2) == ':0' then value = string.sub(T[1], 1, -3) end
-  redis.call('SET', KEYS[1], value, 'PX', string.format('%d', ttl))
+  redis.call('SET', KEYS[1], want .. '/' .. table.concat(T, ','), 'PX', string.format('%d', ttl))
 end
 
 local denied = -1

@@ -65,8 +65,10 @@ type Store struct {
 	client redis.UniversalClient
 	pols   *rules.Policies
 	plans  sync.Map // *rules.Rules → *plan, compiled on first use
-	// base is the descriptor of the window a one-window "a:b" value is
-	// under: window 0 of the default policy New compiled.
+	// base is window 0 of the default policy New compiled, as a
+	// descriptor: a value "a:b" (of the versions before values recorded
+	// their default's limits) is read as under it, and a policy of that
+	// one window is sent in the script's short form.
 	base     string
 	baseArg  any // base, boxed once for every call
 	set      settings
@@ -75,7 +77,7 @@ type Store struct {
 	// deadlines bounds each script call by the timeout.
 	deadlines *deadlines
 	deny      *denyCache // nil without WithDenyCache
-	brk       *breaker   // nil without WithBreaker
+	brk       *breakers  // nil without WithBreaker
 	counter   *counter   // nil without WithNodeCount
 	leases    *leases    // nil without WithLeases
 	batch     *batcher   // nil without WithPipelining
@@ -189,7 +191,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 		s.deny = newDenyCache(set.denyCache)
 	}
 	if set.breaker != nil {
-		s.brk = &breaker{cfg: *set.breaker}
+		s.brk = newBreakers(*set.breaker, client)
 	}
 	if set.lease != nil {
 		s.leases = newLeases(*set.lease, s.localClock())
@@ -199,7 +201,7 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	}
 	if set.policy == FallbackLocal {
 		if s.fallback, err = newFallback(limit, common, set); err != nil {
-			return nil, fmt.Errorf("redisbucket.WithFallbackLimit: %w", err)
+			return nil, fmt.Errorf("redisbucket: FallbackLocal's store: %w", err)
 		}
 	}
 	s.fleetNodes.Store(int64(max(set.fallbackNodes, 1)))
@@ -226,9 +228,8 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 // keyrate.DefaultPolicy replaces it, as rules.NewPolicies does). It
 // compiles them for a clock frozen at 0: the script reads Redis's clock
 // and returns each window's debt, which rules.Rules then reads as a
-// state at reading 0. It also returns the descriptor of a one-window
-// "a:b" value: window 0 of the default policy (limit, if the default is
-// unlimited).
+// state at reading 0. It also returns the store's base (see Store.base):
+// window 0 of the default policy (limit, if the default is unlimited).
 func compilePolicies(limit keyrate.Limit, common config.Settings) (*rules.Policies, string, error) {
 	u, err := compileUnits(limit)
 	if err != nil {
@@ -248,7 +249,7 @@ func compilePolicies(limit keyrate.Limit, common config.Settings) (*rules.Polici
 		u, _ = compileUnits(def.Rule(0).Limit())
 	}
 	if u.win > 0 {
-		return pols, "-", nil // no value is written "a:b" under a window algorithm
+		return pols, "-", nil // no value "a:b" was written under a window algorithm
 	}
 	return pols, u.desc(), nil
 }
@@ -262,10 +263,15 @@ func newFallback(limit keyrate.Limit, common config.Settings, set settings) (*at
 		ps = slices.DeleteFunc(slices.Clone(ps), func(p keyrate.Policy) bool { return p.Name == keyrate.DefaultPolicy })
 	}
 	if n := set.fallbackNodes; n > 1 {
-		limit = share(limit, n)
+		var err error
+		if limit, err = share(limit, n); err != nil {
+			return nil, err
+		}
 		ps = slices.Clone(ps)
 		for i := range ps {
-			ps[i] = sharePolicy(ps[i], n)
+			if ps[i], err = sharePolicy(ps[i], n); err != nil {
+				return nil, err
+			}
 		}
 	}
 	opts := []keyrate.Option{keyrate.WithPolicies(ps...)}
@@ -591,14 +597,17 @@ func windowed(rs *rules.Rules) bool {
 // run sends one EVALSHA of the script (EVAL if the server lacks it) for
 // the Redis key rkey under p, bounded by parent and the store's timeout,
 // and returns its reply; or, sending nothing, errRefused if the circuit
-// breaker is open. It counts the call in Stats.Calls and its outcome in
-// the breaker.
+// breaker of rkey's server is open. It counts the call in Stats.Calls and
+// its outcome in the breaker.
 func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
+	ctx, cancel := s.deadlines.with(parent)
+	defer cancel()
 	if s.brk == nil {
 		s.calls.Add(1)
-		return s.send(parent, rkey, p, cost, mode)
+		return s.send(parent, ctx, rkey, p, cost, mode)
 	}
-	probe, err := s.brk.enter()
+	b := s.brk.of(ctx, rkey)
+	probe, err := b.enter()
 	if err != nil {
 		return nil, err
 	}
@@ -606,10 +615,10 @@ func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode
 	sent := false
 	defer func() {
 		if !sent { // the client panicked (a hook's panic): no verdict, but a probe must not stay in flight for good
-			s.brk.exit(probe, gaveUp, nil)
+			b.exit(probe, gaveUp, nil)
 		}
 	}()
-	res, err := s.send(parent, rkey, p, cost, mode)
+	res, err := s.send(parent, ctx, rkey, p, cost, mode)
 	sent = true
 	o := answered
 	if err != nil {
@@ -618,16 +627,14 @@ func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode
 			o = gaveUp
 		}
 	}
-	if change := s.brk.exit(probe, o, err); change != nil && s.set.onError != nil {
+	if change := b.exit(probe, o, err); change != nil && s.set.onError != nil {
 		s.set.onError(change)
 	}
 	return res, err
 }
 
-// send is run's call.
-func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
-	ctx, cancel := s.deadlines.with(parent)
-	defer cancel()
+// send is run's call, bounded by ctx, parent bounded by the timeout.
+func (s *Store) send(parent, ctx context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
 	var now, minTTL any = "-1", "0" // the server's TIME
 	if ts := s.set.timeSource; ts != nil {
 		now, minTTL = micros(ts.Now()), timeSourceTTLArg
@@ -648,9 +655,10 @@ func (s *Store) send(parent context.Context, rkey string, p *plan, cost int, mod
 		return call(ctx, s.client, s.batch, alone, bp, append(append(args, p.args...), s.baseArg), logSource)
 	}
 	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL)
-	if !p.short || mode != "" {
-		args = append(args, p.descArg, s.baseArg, m)
+	if p.short && mode == "" { // the short form: the windows, then the descriptor
+		return call(ctx, s.client, s.batch, alone, bp, append(append(args, p.args...), p.descArg), gcraSource)
 	}
+	args = append(args, p.descArg, s.baseArg, m)
 	return call(ctx, s.client, s.batch, alone, bp, append(args, p.args...), gcraSource)
 }
 
@@ -767,8 +775,8 @@ func (s *Store) Stats() Stats {
 		st.FleetNodes = int(s.fleetNodes.Load())
 	}
 	if b := s.brk; b != nil {
-		st.BreakerOpen = b.state.Load() != stClosed
-		st.BreakerOpens, st.BreakerCloses, st.ShortCircuited = b.opens.Load(), b.closes.Load(), b.refused.Load()
+		st.BreakerOpen = b.open()
+		st.BreakerOpens, st.BreakerCloses, st.ShortCircuited = b.counts.opens.Load(), b.counts.closes.Load(), b.counts.refused.Load()
 	}
 	return st
 }

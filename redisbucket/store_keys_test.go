@@ -60,11 +60,14 @@ func TestRedisKeys(t *testing.T) {
 	if !plain.Allow("user\x001") || !tagged.Allow("user\x001") || !other.Allow("x") || !other.Allow("y") {
 		t.Fatal("a first request was denied")
 	}
-	// 1000h is 3.6e12 µs; one token of PerMinute(3) is 20s.
+	// 1000h is 3.6e12 µs; one token of PerMinute(3) is 20s, 20e6 µs
+	// (its descriptor: 1 tick a µs, 20e6 ticks a token, 1000 of
+	// rules.Rule's ticks a tick, 60e6 ticks to fill).
+	const desc = "1:20000000:1000:60000000/"
 	for key, want := range map[string]string{
-		"a*[?]\\:user\x001": "3600020000000:0",
-		"a*{user\x001}":     "3600020000000:0",
-		"b:x":               "3600020000000:0",
+		"a*[?]\\:user\x001": desc + "3600020000000:0:0",
+		"a*{user\x001}":     desc + "3600020000000:0:0",
+		"b:x":               desc + "3600020000000:0:0",
 	} {
 		got, err := client.Get(ctx, key).Result()
 		if err != nil || got != want {
@@ -109,8 +112,8 @@ func TestRedisKeys(t *testing.T) {
 	if d, err := other.AllowN("bad", 1); err != nil || d.Allowed || other.Stats().Malformed != 1 {
 		t.Errorf(`AllowN("bad") = %+v, %v, Stats %+v; want a denial, no error and one malformed value`, d, err, other.Stats())
 	}
-	if got, err := client.Get(ctx, "b:bad").Result(); err != nil || got != "3600060000000:0" {
-		t.Errorf(`GET "b:bad" = %q, %v; want the empty bucket "3600060000000:0"`, got, err)
+	if got, err := client.Get(ctx, "b:bad").Result(); err != nil || got != desc+"3600060000000:0:0" {
+		t.Errorf(`GET "b:bad" = %q, %v; want the empty bucket %q`, got, err, desc+"3600060000000:0:0")
 	}
 }
 

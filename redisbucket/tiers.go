@@ -126,7 +126,8 @@ func (s *Store) refund(ctx context.Context, key string, rs *rules.Rules, cost in
 // records the limits it was written under. It changes this store only:
 // give every process of a fleet the same policies. It returns an error
 // wrapping keyrate.ErrInvalidPolicy, and changes nothing, if p is invalid
-// for keyrate or for the script (see New).
+// for keyrate or for the script (see New), or if the fallback's share of
+// it is out of range (see WithFallbackNodes).
 //
 // Under FallbackLocal the fallback store gets p too, except a default
 // policy when WithFallbackLimit set the fallback's. Under WithLeases, p's
@@ -143,6 +144,13 @@ func (s *Store) SetPolicy(p keyrate.Policy) error {
 	}
 	s.setMu.Lock()
 	defer s.setMu.Unlock()
+	fp, toFallback := p, s.fallback != nil && (p.Name != keyrate.DefaultPolicy || s.set.fallback == nil)
+	if toFallback {
+		var err error
+		if fp, err = sharePolicy(p, int(s.fleetNodes.Load())); err != nil {
+			return err
+		}
+	}
 	var old *rules.Rules
 	if t, err := s.pols.Tier(p.Name); err == nil {
 		old, _ = s.pols.Rules(t)
@@ -153,8 +161,8 @@ func (s *Store) SetPolicy(p keyrate.Policy) error {
 	if old != nil {
 		s.plans.Delete(old) // a request still under old compiles it again
 	}
-	if s.fallback != nil && (p.Name != keyrate.DefaultPolicy || s.set.fallback == nil) {
-		return s.fallback.SetPolicy(sharePolicy(p, int(s.fleetNodes.Load())))
+	if toFallback {
+		return s.fallback.SetPolicy(fp)
 	}
 	return nil
 }

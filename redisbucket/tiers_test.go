@@ -644,8 +644,8 @@ func TestFallbackPolicies(t *testing.T) {
 	}
 }
 
-// v1Script is the script of the previous version of the store, which
-// kept one window as "a:b" (testdata/gcra-v1.lua).
+// v1Script is the script of the version of the store before policies,
+// which kept one window as "a:b" (testdata/gcra-v1.lua).
 var v1Script = func() *redis.Script {
 	b, err := os.ReadFile("testdata/gcra-v1.lua")
 	if err != nil {
@@ -654,7 +654,7 @@ var v1Script = func() *redis.Script {
 	return redis.NewScript(string(b))
 }()
 
-// v1 runs the previous version's script on key at clock reading now,
+// v1 runs the script of the version before policies on key at reading now,
 // spending cost (0: peek), and returns whether it allowed the spend, the
 // debt it read or left (in µs and ticks) and whether it found the value
 // malformed.
@@ -668,13 +668,14 @@ func v1(t *testing.T, c redis.UniversalClient, key string, l keyrate.Limit, now 
 	return res
 }
 
-// TestRollingDeploy runs the previous version's script (before policies)
-// and this store on the same keys, as during a rolling deploy: each reads
-// what the other wrote. This store reads a one-window value of the
-// previous version as window 0 of its default policy, writes a one-window
-// value of the default policy in the old format, which the previous
-// version reads, and carries an old value over to a policy of several
-// windows or to a tier as keyrate does.
+// TestRollingDeploy runs the script of the version before policies and
+// this store on the same keys, as during a rolling deploy. This store
+// reads a one-window value of that version as window 0 of its default
+// policy, and carries it over to a policy of several windows or to a
+// tier as keyrate does. That version reads every value this store
+// writes (each records its limits) as malformed: an empty bucket, which
+// never admits more than the limit. (TestOldProcessReadsNewValue runs
+// the version with policies, which reads them.)
 func TestRollingDeploy(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
@@ -712,17 +713,16 @@ func TestRollingDeploy(t *testing.T) {
 			if want, _ := ref.allow(def, "k", 1); got != want || err != nil {
 				t.Fatalf("AllowN on the previous version's value = %+v, %v; want %+v", got, err, want)
 			}
-			// It writes the old format, which the previous version reads,
-			// with what this store left.
+			// It writes its value under its limits' descriptor, which the
+			// previous version reads as malformed: an empty bucket, which
+			// never admits more than the limit.
 			v, err := client.Get(t.Context(), prefix+"k").Result()
-			if err != nil || strings.Contains(v, "/") {
-				t.Fatalf("value after AllowN = %q, %v; want the old format a:b", v, err)
+			if desc, _ := redisbucket.ScriptWindow(limit); err != nil || !strings.HasPrefix(v, desc+"/") {
+				t.Fatalf("value after AllowN = %q, %v; want it under its descriptor %s", v, err, desc)
 			}
-			res := v1(t, client, prefix+"k", limit, clk.Now(), 0)
-			k, _, _ := redisbucket.ScriptUnits(limit)
-			ticks := res[1]*k + res[2] // the debt the previous version reads, in its ticks of 1/k µs
-			if readByV1 := time.Duration((ticks*1000 + k - 1) / k); res[3] != 0 || readByV1 != got.ResetAfter {
-				t.Fatalf("the previous version reads %q as %v, a debt of %v; want it well formed, with a debt of %v", v, res, readByV1, got.ResetAfter)
+			k, _, fill := redisbucket.ScriptUnits(limit)
+			if res := v1(t, client, prefix+"k", limit, clk.Now(), 0); res[3] != 1 || res[1]*k+res[2] != fill {
+				t.Fatalf("the previous version reads %q as %v; want it malformed, an empty bucket (a debt of %d ticks)", v, res, fill)
 			}
 			// A key under a tier carries the old value over to its
 			// windows, as keyrate does.
