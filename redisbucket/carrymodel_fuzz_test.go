@@ -38,16 +38,7 @@ func openCarryRedis(client redis.UniversalClient, fleet bool) conformance.OpenCa
 // FuzzCarryModelRedis is conformance.CarryModel on a real server: the
 // scripts' decisions and carries (token buckets, windows and logs)
 // against the exact model of docs/design/carry.md.
-func FuzzCarryModelRedis(f *testing.F) {
-	for _, s := range conformance.CarrySeeds() {
-		f.Add(s.Input)
-	}
-	client := newClient(f, server(f).Addr())
-	open := openCarryRedis(client, false)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		conformance.CarryModel(t, data, open)
-	})
-}
+func FuzzCarryModelRedis(f *testing.F) { fuzzCarryModel(f, false, conformance.CarrySeeds()) }
 
 // FuzzCarryModelFleet is conformance.CarryModel on a fleet of two stores
 // on one server and prefix whose default policies differ (a rolling
@@ -55,14 +46,16 @@ func FuzzCarryModelRedis(f *testing.F) {
 // the key to the other default, and the scripts must carry it as a change
 // of policy.
 func FuzzCarryModelFleet(f *testing.F) {
-	for _, s := range conformance.CarrySeeds() {
+	fuzzCarryModel(f, true, append(conformance.CarrySeeds(), conformance.CarryFleetSeeds()...))
+}
+
+// fuzzCarryModel runs conformance.CarryModel on a real server, on one
+// store or a fleet of two, from seeds.
+func fuzzCarryModel(f *testing.F, fleet bool, seeds []conformance.CarrySeed) {
+	for _, s := range seeds {
 		f.Add(s.Input)
 	}
-	for _, s := range conformance.CarryFleetSeeds() {
-		f.Add(s.Input)
-	}
-	client := newClient(f, server(f).Addr())
-	open := openCarryRedis(client, true)
+	open := openCarryRedis(newClient(f, server(f).Addr()), fleet)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		conformance.CarryModel(t, data, open)
 	})
