@@ -529,11 +529,19 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 		st.DurationUntilReset = s.untilReset(c.limits[0])
 	default:
 		dec, err := s.allow(ctx, d.key, c.tier, int(d.hits))
-		if err != nil {
+		switch {
+		case errors.Is(err, keyrate.ErrCostExceedsBurst):
+			// A store that holds back part of a Burst (redisbucket's
+			// leases) can refuse a cost the config allows: over the
+			// limit, nothing spent.
+			over = true
+			st.DurationUntilReset = s.untilReset(c.limits[0])
+		case err != nil:
 			return nil, s.backendErr(c, d, err)
+		default:
+			over = !dec.Allowed
+			fill(st, c, dec)
 		}
-		over = !dec.Allowed
-		fill(st, c, dec)
 	}
 	ctr.hits.Add(float64(d.hits))
 	st.Code = rlspb.RateLimitResponse_OK
