@@ -29,7 +29,8 @@ FUZZ_EXECS         := FuzzLimitValidate=350000 FuzzStateRoundTrip=350000 \
                       FuzzClientIP=65000 FuzzDifferential=35000 FuzzStoresAgree=90000 \
                       FuzzRulesReference=4500 FuzzMap=30000 FuzzTable=40000 \
                       FuzzAgreeUnderChurn=30000 FuzzPolicyBound=30000 \
-                      FuzzCarryModel=25000 FuzzCarryModelRedis=25000 FuzzCarryModelFleet=25000
+                      FuzzCarryModel=25000 FuzzCarryModelRedis=25000 FuzzCarryModelFleet=25000 \
+                      FuzzParseConfig=100000 FuzzShouldRateLimit=30000
 FUZZ_EXECS_DEFAULT := 50000
 # Minimizing each new input is bounded by a count too: under the default
 # (up to 60s an input) a counted pass of FuzzDifferential stalled for 40s
