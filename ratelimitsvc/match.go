@@ -27,18 +27,34 @@ type match struct {
 // "key" alone; a rule applies only where its path ends at the
 // descriptor's last entry. known is false for an unknown domain.
 func (c *Config) match(domain string, entries []*rlv3.RateLimitDescriptor_Entry) (m match, known bool) {
+	m, known, labels := c.find(domain, entries, false)
+	if labels {
+		m, _, _ = c.find(domain, entries, true)
+	}
+	return m, known
+}
+
+// find is match. Without labels it builds no metric label and reports
+// whether one other than the rule's path may be due (the rule, or a node
+// on its way, puts values in it); with labels it builds it.
+func (c *Config) find(domain string, entries []*rlv3.RateLimitDescriptor_Entry, labels bool) (m match, known, wantLabels bool) {
 	root := c.domains[domain]
 	if root == nil {
-		return m, false
+		return m, false, false
 	}
 	children, prev := root.children, root
 	var detailed, vtm strings.Builder
-	detailed.WriteString(domain)
-	vtm.WriteString(domain)
+	if labels {
+		detailed.WriteString(domain)
+		vtm.WriteString(domain)
+	}
+	valueToMetric := false
 	for i, e := range entries {
 		final := e.GetKey() + "_" + e.GetValue()
-		detailed.WriteByte('.')
-		detailed.WriteString(final)
+		if labels {
+			detailed.WriteByte('.')
+			detailed.WriteString(final)
+		}
 		next := children[final]
 		var wild string
 		if next == nil {
@@ -59,9 +75,14 @@ func (c *Config) match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 			}
 			m.shared[i] = strings.TrimPrefix(next.wildcardPattern, e.GetKey()+"_")
 		}
-		vtm.WriteByte('.')
-		vtm.WriteString(e.GetKey())
-		if next != nil {
+		if next != nil && next.valueToMetric {
+			valueToMetric = true
+		}
+		if labels {
+			vtm.WriteByte('.')
+			vtm.WriteString(e.GetKey())
+		}
+		if labels && next != nil {
 			var v string
 			switch {
 			case wild != "" && m.shared != nil && m.shared[i] != "":
@@ -87,7 +108,11 @@ func (c *Config) match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 		children, prev = next.children, next
 	}
 	if m.rule == nil {
-		return m, true
+		return m, true, false
+	}
+	if !labels {
+		m.metric = m.rule.Path
+		return m, true, valueToMetric || m.rule.DetailedMetric || m.rule.ValueToMetric
 	}
 	switch {
 	case m.rule.DetailedMetric && m.shared != nil:
@@ -111,7 +136,7 @@ func (c *Config) match(domain string, entries []*rlv3.RateLimitDescriptor_Entry)
 	default:
 		m.metric = vtm.String()
 	}
-	return m, true
+	return m, true, false
 }
 
 // wildcardMatch reports whether value matches a wildcard split at each

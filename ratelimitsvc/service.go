@@ -326,9 +326,7 @@ func (s *Service) compile(r *Rule) (*compiled, error) {
 		}
 		c.tier = t
 	}
-	if !r.DetailedMetric && !r.ValueToMetric {
-		c.ctr = s.m.counters(r.Domain, r.Path)
-	}
+	c.ctr = s.m.counters(r.Domain, r.Path)
 	return c, nil
 }
 
@@ -486,7 +484,7 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}, nil
 	}
 	ctr := c.ctr
-	if ctr == nil {
+	if d.metric != c.rule.Path {
 		ctr = s.m.detailedCounters(c.rule.Domain, d.metric)
 	}
 	if c.rule.Unlimited {
@@ -583,11 +581,7 @@ func (s *Service) refund(ctx context.Context, key string, tier keyrate.Tier, cos
 
 // backendErr counts a store's failure and returns the RPC's error.
 func (s *Service) backendErr(c *compiled, d *decision, err error) error {
-	label := c.rule.Path
-	if c.ctr == nil {
-		label = labelOther
-	}
-	s.m.errors.WithLabelValues(c.rule.Domain, label).Inc()
+	s.m.errors.WithLabelValues(c.rule.Domain, c.rule.Path).Inc()
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return status.FromContextError(err).Err()
 	}

@@ -134,7 +134,7 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.IntVar(&f.leaseSize, "redis-lease-size", 0, "redis: tokens a hot token-bucket key takes from Redis at once (0: no leases)")
 	fs.DurationVar(&f.leaseLife, "redis-lease-life", 10*time.Millisecond, "redis: how long a lease's tokens may be handed out")
 	fs.BoolVar(&f.breaker, "redis-breaker", false, "redis: stop calling a failing Redis for a back-off")
-	fs.BoolVar(&f.pipelining, "redis-pipelining", false, "redis: send concurrent calls in one pipeline")
+	fs.BoolVar(&f.pipelining, "redis-pipelining", true, "redis: send the calls that arrive while others are in flight together, in one pipeline (-redis-pipelining=false: one round trip each)")
 	fs.IntVar(&f.redisPool, "redis-pool", 0, "redis: connections per node (0: the client's default)")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide every request, answer OK")
 	fs.BoolVar(&f.headers, "response-headers", false, "add the limit, remaining and reset headers of the descriptor closest to its limit")

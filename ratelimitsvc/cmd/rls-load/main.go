@@ -1,6 +1,7 @@
 // Command rls-load measures rate-limit services side by side, in one run
 // on one machine: envoyproxy/ratelimit with Redis, keyrate-rls with Redis
-// and keyrate-rls in process, each a process of its own on loopback, each
+// (its defaults, then without pipelining, then with a deny cache) and
+// keyrate-rls in process, each a process of its own on loopback, each
 // driven over gRPC by 1, 8 and 64 concurrent clients with the same
 // stream of requests. It prints, for every service and concurrency, the
 // requests per second, the p50 and p99 latency, and the bound held: the
@@ -149,7 +150,8 @@ func run(o opts) error {
 	}
 	subjects = append(subjects,
 		keyrate("keyrate+redis", "-backend", "redis", "-redis-addr", rs.Addr),
-		keyrate("keyrate+redis (pipelining, deny cache)", "-backend", "redis", "-redis-addr", rs.Addr, "-redis-pipelining", "-redis-deny-cache", "65536"),
+		keyrate("keyrate+redis, no pipelining", "-backend", "redis", "-redis-addr", rs.Addr, "-redis-pipelining=false"),
+		keyrate("keyrate+redis, deny cache", "-backend", "redis", "-redis-addr", rs.Addr, "-redis-deny-cache", "65536"),
 		keyrate("keyrate in process", "-backend", "memory"),
 	)
 
