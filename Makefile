@@ -29,14 +29,15 @@ FUZZ_EXECS         := FuzzLimitValidate=350000 FuzzStateRoundTrip=350000 \
                       FuzzClientIP=65000 FuzzDifferential=35000 FuzzStoresAgree=90000 \
                       FuzzRulesReference=4500 FuzzMap=30000 FuzzTable=40000 \
                       FuzzAgreeUnderChurn=30000 FuzzPolicyBound=30000 \
-                      FuzzCarryModel=25000 FuzzCarryModelRedis=25000 FuzzCarryModelFleet=25000
+                      FuzzCarryModel=25000 FuzzCarryModelRedis=25000 FuzzCarryModelFleet=25000 \
+                      FuzzParseConfig=100000 FuzzShouldRateLimit=30000
 FUZZ_EXECS_DEFAULT := 50000
 # Minimizing each new input is bounded by a count too: under the default
 # (up to 60s an input) a counted pass of FuzzDifferential stalled for 40s
 # minimizing one input.
 FUZZMINIMIZETIME   ?= 1000x
 
-.PHONY: test vet fmtcheck tidycheck depcheck readmecheck race fuzz benchrace bench report readme
+.PHONY: test vet fmtcheck tidycheck depcheck readmecheck race fuzz benchrace bench report readme rlsbench
 
 ## test: formatting, tidy go.mod files, the core's dependency count, the
 ## committed report and README figures up to date, vet, every module's
@@ -147,3 +148,13 @@ readmecheck:
 		echo "readmecheck: $(REPORT_DOC) or README.md is not what make readme generates from $(REPORT_SET): run make readme"; \
 		exit 1; \
 	fi
+
+## rlsbench: envoyproxy/ratelimit with Redis, keyrate-rls with Redis and
+## keyrate-rls in process, side by side over gRPC at 1, 8 and 64 clients
+## (about 2 minutes; not part of make report). It installs the reference
+## binary from the module proxy and starts its own redis-server; the
+## report goes to RLSBENCH_OUT.
+RLSBENCH_OUT ?= docs/ratelimitsvc-benchmark.md
+rlsbench:
+	$(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@v1.4.1-0.20260122083618-3fb702589d36
+	$(GO) run ./ratelimitsvc/cmd/rls-load -envoy-bin "$$($(GO) env GOPATH)/bin/service_cmd" -o $(RLSBENCH_OUT)

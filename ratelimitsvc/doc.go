@@ -1,0 +1,43 @@
+// Package ratelimitsvc is Envoy's rate-limit service
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) deciding
+// with a keyrate store, under a config in envoyproxy/ratelimit's YAML
+// format, read unchanged. The command keyrate-rls (cmd/keyrate-rls) serves
+// it; this package is for embedding it in a server of your own.
+//
+//	cfg, err := ratelimitsvc.LoadConfig("/etc/ratelimit/config")
+//	store, clk, err := ratelimitsvc.NewLocalStore()
+//	svc, err := ratelimitsvc.New(store, cfg, ratelimitsvc.WithClock(clk))
+//	srv := grpc.NewServer()
+//	svc.Register(srv)
+//
+// # The mapping
+//
+// Each rate_limit block of the config is a Rule, and a keyrate.Policy of
+// the store named by the rule's path ("domain.key_value.key"): by default
+// one window, Limit{Rate: requests_per_unit, Per: unit} counted with
+// keyrate.FixedWindow, windows aligned to the Unix epoch, as
+// envoyproxy/ratelimit counts, so the two decide alike. keyrate's own
+// fields in a rate_limit block (algorithm, burst, windows) pick another
+// algorithm and add windows. Each descriptor of a request is a key — its
+// domain and entries — matched to a rule as envoyproxy/ratelimit matches
+// it (key_value, then wildcards, then key, at each level; a rule applies
+// where its path ends at the descriptor's last entry), and decided under
+// that rule's policy with the store's AllowTier: all windows or none.
+//
+// # Where it differs from envoyproxy/ratelimit
+//
+// A denied descriptor spends nothing, where envoyproxy/ratelimit counts the
+// hits of a denied request too: with one hit a request the two agree
+// (a denied request finds the window full either way), but after a request
+// of several hits is refused, a smaller one still fits here. A check
+// (hits_addend 0) answers whether one more hit would fit. The differential
+// tests run envoyproxy/ratelimit itself beside this package to show both.
+//
+// # Reload
+//
+// Reload swaps the config in while requests are in flight; a rule whose
+// limits changed is SetPolicy'd, so its keys carry what they spent (see
+// keyrate.PolicyLimiter), and a key that now matches another rule carries
+// it there too. A config that fails to load or that the store refuses
+// changes nothing. Watch reloads on file changes and on a trigger.
+package ratelimitsvc

@@ -1,0 +1,121 @@
+package ratelimitsvc_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/ratelimitsvc"
+)
+
+// rig is a Service behind a real gRPC server on loopback, an in-process
+// store on a manual clock (at 0, the start of every window), and the
+// generated Envoy client.
+type rig struct {
+	svc    *ratelimitsvc.Service
+	store  *atomicbucket.Store
+	clock  *clock.Manual
+	client rlspb.RateLimitServiceClient
+}
+
+// newRig serves cfg, read from a file named name.
+func newRig(t *testing.T, name, cfg string, opts ...ratelimitsvc.Option) *rig {
+	t.Helper()
+	c, err := ratelimitsvc.ParseConfig(name, []byte(cfg))
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	return newRigConfig(t, c, opts...)
+}
+
+func newRigConfig(t *testing.T, c *ratelimitsvc.Config, opts ...ratelimitsvc.Option) *rig {
+	t.Helper()
+	clk := clock.NewManual(0)
+	store, err := atomicbucket.New(keyrate.PerSecond(1), keyrate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	svc, err := ratelimitsvc.New(store, c, append([]ratelimitsvc.Option{ratelimitsvc.WithClock(clk)}, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return &rig{svc: svc, store: store, clock: clk, client: serve(t, svc)}
+}
+
+// serve runs svc on a gRPC server on loopback until the test ends and
+// returns a client of it.
+func serve(t *testing.T, svc *ratelimitsvc.Service) rlspb.RateLimitServiceClient {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	svc.Register(srv)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		srv.GracefulStop()
+		<-done
+	})
+	return rlspb.NewRateLimitServiceClient(conn)
+}
+
+// desc builds a descriptor from "key=value" pairs.
+func desc(pairs ...string) *rlv3.RateLimitDescriptor {
+	d := &rlv3.RateLimitDescriptor{}
+	for _, p := range pairs {
+		k, v, _ := strings.Cut(p, "=")
+		d.Entries = append(d.Entries, &rlv3.RateLimitDescriptor_Entry{Key: k, Value: v})
+	}
+	return d
+}
+
+// call sends one request and fails the test on an error.
+func (r *rig) call(t *testing.T, domain string, descs ...*rlv3.RateLimitDescriptor) *rlspb.RateLimitResponse {
+	t.Helper()
+	resp, err := r.try(domain, 0, descs...)
+	if err != nil {
+		t.Fatalf("ShouldRateLimit(%s, %v): %v", domain, descs, err)
+	}
+	return resp
+}
+
+func (r *rig) try(domain string, hits uint32, descs ...*rlv3.RateLimitDescriptor) (*rlspb.RateLimitResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return r.client.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: domain, Descriptors: descs, HitsAddend: hits})
+}
+
+// writeFile writes a file under dir and returns its path.
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const (
+	ok   = rlspb.RateLimitResponse_OK
+	over = rlspb.RateLimitResponse_OVER_LIMIT
+)

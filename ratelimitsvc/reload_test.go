@@ -1,0 +1,283 @@
+package ratelimitsvc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/ratelimitsvc"
+)
+
+func userConfig(perMinute int, extra string) string {
+	return fmt.Sprintf(`
+domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: %d
+%s`, perMinute, extra)
+}
+
+func mustParse(t *testing.T, yaml string) *ratelimitsvc.Config {
+	t.Helper()
+	c, err := ratelimitsvc.ParseConfig("api.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// remaining spends one request of user and returns what is left.
+func (r *rig) remaining(t *testing.T, user string) (uint32, bool) {
+	t.Helper()
+	resp := r.call(t, "api", desc("user="+user))
+	return resp.Statuses[0].LimitRemaining, resp.OverallCode == ok
+}
+
+// TestReloadCarries changes a rule's limit: a key keeps what it spent,
+// carried to the new limit by SetPolicy, and a key moved to another rule
+// (a new, more specific one) keeps it too: nothing is forgotten or
+// minted.
+func TestReloadCarries(t *testing.T) {
+	r := newRig(t, "api.yaml", userConfig(10, ""))
+	for range 6 {
+		r.remaining(t, "alice")
+		r.remaining(t, "bob")
+	}
+	if err := r.svc.Reload(mustParse(t, userConfig(8, ""))); err != nil {
+		t.Fatal(err)
+	}
+	if left, allowed := r.remaining(t, "alice"); !allowed || left != 1 {
+		t.Fatalf("alice after 6 of 10, moved to 8: %d left (allowed %v), want 1", left, allowed)
+	}
+	if err := r.svc.Reload(mustParse(t, userConfig(20, ""))); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := r.remaining(t, "alice"); left != 12 {
+		t.Fatalf("alice after 7, moved to 20: %d left, want 12", left)
+	}
+	// bob gets a rule of his own, of 7 a minute: he has spent 6.
+	if err := r.svc.Reload(mustParse(t, userConfig(20, "  - key: user\n    value: bob\n    rate_limit: {unit: minute, requests_per_unit: 7}\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if left, allowed := r.remaining(t, "bob"); !allowed || left != 0 {
+		t.Fatalf("bob after 6, moved to a rule of 7: %d left (allowed %v), want 0", left, allowed)
+	}
+	if _, allowed := r.remaining(t, "bob"); allowed {
+		t.Fatal("bob was minted a token by his move")
+	}
+	// The next minute, each rule counts afresh.
+	r.clock.Advance(time.Minute)
+	if left, _ := r.remaining(t, "bob"); left != 6 {
+		t.Fatalf("bob the next minute: %d left, want 6", left)
+	}
+}
+
+// TestReloadKeepsLastGood: a config that cannot be read, or that the
+// store refuses, changes nothing, and the outcome is counted.
+func TestReloadKeepsLastGood(t *testing.T) {
+	refuse := errors.New("the store refuses a limit of 13")
+	r := newRig(t, "api.yaml", userConfig(10, ""), ratelimitsvc.WithValidate(func(ps []keyrate.Policy) error {
+		for _, p := range ps {
+			if p.Limits[0].Rate == 13 {
+				return refuse
+			}
+		}
+		return nil
+	}))
+	dir := t.TempDir()
+	bad := writeFile(t, dir, "api.yaml", "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	err := r.svc.ReloadFiles(bad)
+	if !errors.Is(err, ratelimitsvc.ErrInvalidConfig) || !strings.Contains(err.Error(), "api.yaml:4:24: invalid rate limit unit \"fortnight\"") {
+		t.Fatalf("a bad file: %v", err)
+	}
+	if err := r.svc.Reload(mustParse(t, userConfig(13, ""))); !errors.Is(err, refuse) {
+		t.Fatalf("a refused config: %v", err)
+	}
+	if left, _ := r.remaining(t, "alice"); left != 9 {
+		t.Fatalf("after failed reloads, 10 a minute gives %d left, want 9", left)
+	}
+	good := writeFile(t, dir, "api.yaml", userConfig(3, ""))
+	if err := r.svc.ReloadFiles(good); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := r.remaining(t, "alice"); left != 1 {
+		t.Fatalf("after 3 a minute: %d left, want 1", left)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.svc.Collector())
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keyrate_rls_config_reloads_total Config loads, by result (success, or error: the last good config stays).
+# TYPE keyrate_rls_config_reloads_total counter
+keyrate_rls_config_reloads_total{result="error"} 2
+keyrate_rls_config_reloads_total{result="success"} 2
+# HELP keyrate_rls_config_rules Rules (rate_limit blocks) in the config in force.
+# TYPE keyrate_rls_config_rules gauge
+keyrate_rls_config_rules 1
+`), "keyrate_rls_config_reloads_total", "keyrate_rls_config_rules"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReloadUndoesHalfApplied: a store that refuses a policy half-way
+// through a reload gets back the policies the reload had changed.
+func TestReloadUndoesHalfApplied(t *testing.T) {
+	two := func(a, b int) string {
+		return fmt.Sprintf("domain: api\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: %d}\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: %d}\n", a, b)
+	}
+	r := newRig(t, "api.yaml", two(5, 5))
+	// api.a changes, then api.c's sliding log, which atomicbucket cannot
+	// carry, makes SetPolicy fail.
+	cfg := mustParse(t, two(6, 5)+"  - key: c\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: sliding-log}\n")
+	err := r.svc.Reload(cfg)
+	if !errors.Is(err, keyrate.ErrUnsupportedAlgorithm) {
+		t.Fatalf("a sliding log on atomicbucket: %v", err)
+	}
+	for _, p := range r.store.Policies() {
+		if p.Name == "api.a" && p.Limits[0].Rate != 5 {
+			t.Fatalf("api.a was left at %v", p)
+		}
+	}
+	if got := r.svc.Config(); len(got.Rules()) != 2 {
+		t.Fatalf("the config in force changed: %v", got.Rules())
+	}
+}
+
+// TestReloadUnderLoad reloads while clients are deciding (run it with
+// -race): every request is answered under one config or the other, and
+// none fails.
+func TestReloadUnderLoad(t *testing.T) {
+	r := newRig(t, "api.yaml", userConfig(1000, ""))
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	stop := make(chan struct{})
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := r.try("api", 0, desc(fmt.Sprintf("user=u%d", g)), desc("user=shared"))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if l := resp.Statuses[0].CurrentLimit.GetRequestsPerUnit(); l != 1000 && l != 2000 {
+					errs <- fmt.Errorf("limit %d", l)
+					return
+				}
+			}
+		})
+	}
+	for i := range 50 {
+		if err := r.svc.Reload(mustParse(t, userConfig(1000*(1+i%2), ""))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestWatch reloads on a trigger (as SIGHUP sends one) and on a file
+// change, reporting each outcome, and keeps the last good config after a
+// bad file.
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "api.yaml", userConfig(10, ""))
+	cfg, err := ratelimitsvc.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigConfig(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	trigger := make(chan struct{})
+	reports := make(chan error, 16)
+	done := make(chan error, 1)
+	go func() { done <- r.svc.Watch(ctx, []string{path}, trigger, func(err error) { reports <- err }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	limit := func() uint32 {
+		return r.call(t, "api", desc("user=w")).Statuses[0].CurrentLimit.GetRequestsPerUnit()
+	}
+
+	// A trigger: the file was rewritten without the watcher seeing it
+	// yet; the trigger reloads at once.
+	writeFile(t, dir, "api.yaml", userConfig(20, ""))
+	trigger <- struct{}{}
+	if err := waitReport(t, reports); err != nil {
+		t.Fatal(err)
+	}
+	if l := limit(); l != 20 {
+		t.Fatalf("after the trigger, limit %d", l)
+	}
+	drain(reports)
+
+	// A bad file: reported, and the config stays.
+	writeFile(t, dir, "api.yaml", "domain: api\ndescriptors: [\n")
+	if err := waitReport(t, reports); !errors.Is(err, ratelimitsvc.ErrInvalidConfig) {
+		t.Fatalf("a bad file reported %v", err)
+	}
+	if l := limit(); l != 20 {
+		t.Fatalf("after a bad file, limit %d", l)
+	}
+	// A good one, written as editors and ConfigMaps do: a new file renamed
+	// over the old.
+	tmp := writeFile(t, dir, ".api.yaml.tmp", userConfig(30, ""))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for limit() != 30 {
+		if time.Now().After(deadline) {
+			t.Fatal("the renamed file was not reloaded within 30s")
+		}
+		select {
+		case <-reports:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitReport waits (up to 30s: the file system's events are the one
+// thing a test must wait for) for the next report.
+func waitReport(t *testing.T, reports <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-reports:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reload reported within 30s")
+		return nil
+	}
+}
+
+// drain discards the reports already made (a write is several events).
+func drain(reports <-chan error) {
+	for {
+		select {
+		case <-reports:
+		case <-time.After(2 * ratelimitsvc.DefaultDebounce):
+			return
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package ratelimitsvc_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/ratelimitsvc"
+)
+
+const apiConfig = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+  - key: plan
+    value: pro
+    descriptors:
+      - key: user
+        rate_limit:
+          unit: second
+          requests_per_unit: 10
+          algorithm: token-bucket
+          burst: 4
+          windows:
+            - unit: minute
+              requests_per_unit: 6
+  - key: free
+    rate_limit:
+      unlimited: true
+`
+
+// TestUnknown answers descriptors no rule matches as envoyproxy/ratelimit
+// does: OK, with no current_limit and nothing remaining, whatever the
+// domain.
+func TestUnknown(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	for _, c := range []struct {
+		domain string
+		d      *rlv3.RateLimitDescriptor
+	}{
+		{"nope", desc("user=alice")},
+		{"api", desc("tenant=x")},
+		{"api", desc("user=alice", "extra=1")},
+		{"api", desc()},
+		{"nope", &rlv3.RateLimitDescriptor{Entries: desc("user=a").Entries, Limit: &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_SECOND}}},
+	} {
+		for range 3 {
+			resp := r.call(t, c.domain, c.d)
+			st := resp.Statuses[0]
+			if resp.OverallCode != ok || st.Code != ok || st.CurrentLimit != nil || st.LimitRemaining != 0 || st.DurationUntilReset != nil {
+				t.Fatalf("%s %v: %v", c.domain, c.d, resp)
+			}
+		}
+	}
+	if n := r.store.Len(); n != 0 {
+		t.Fatalf("%d keys stored for unmatched descriptors", n)
+	}
+}
+
+// TestRequestBounds refuses, with InvalidArgument and a message naming
+// the value and the bound, what the service will not decide.
+func TestRequestBounds(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig, ratelimitsvc.WithLimits(3, 2, 40))
+	many := []*rlv3.RateLimitDescriptor{desc("user=a"), desc("user=b"), desc("user=c"), desc("user=d")}
+	for _, c := range []struct {
+		domain string
+		descs  []*rlv3.RateLimitDescriptor
+		want   string
+	}{
+		{"", []*rlv3.RateLimitDescriptor{desc("user=a")}, "rate limit domain must not be empty"},
+		{"api", nil, "rate limit descriptor list must not be empty"},
+		{"api", many, "4 descriptors, more than the 3 a request may hold"},
+		{"api", []*rlv3.RateLimitDescriptor{desc("a=1", "b=2", "c=3")}, "descriptor 0 has 3 entries, more than the 2 a descriptor may hold"},
+		{"api", []*rlv3.RateLimitDescriptor{desc("user=a"), desc("user=" + strings.Repeat("x", 40))}, "descriptor 1's key (its domain, keys and values) is 49 bytes, longer than the 40 a key may be"},
+	} {
+		_, err := r.try(c.domain, 0, c.descs...)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q %v: %v, want InvalidArgument holding %q", c.domain, len(c.descs), err, c.want)
+		}
+	}
+	// Nothing was spent by the refused requests.
+	if resp := r.call(t, "api", desc("user=a")); resp.Statuses[0].LimitRemaining != 9 {
+		t.Fatalf("a refused request spent: %v", resp)
+	}
+}
+
+// TestHitsAddend spends a request's hits_addend, or a descriptor's own;
+// 0 only checks; more than the limit holds is over it without spending.
+func TestHitsAddend(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	resp, err := r.try("api", 3, desc("user=a"), desc("user=b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Statuses[0].LimitRemaining != 7 || resp.Statuses[1].LimitRemaining != 7 {
+		t.Fatalf("request hits_addend 3: %v", resp)
+	}
+	d := desc("user=a")
+	d.HitsAddend = wrapperspb.UInt64(5)
+	if resp, _ = r.try("api", 3, d); resp.Statuses[0].LimitRemaining != 2 {
+		t.Fatalf("descriptor hits_addend 5: %v", resp)
+	}
+	d.HitsAddend = wrapperspb.UInt64(0)
+	for range 3 {
+		if resp, _ = r.try("api", 0, d); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 2 {
+			t.Fatalf("a check (hits_addend 0) spent: %v", resp)
+		}
+	}
+	d.HitsAddend = wrapperspb.UInt64(11)
+	if resp, _ = r.try("api", 0, d); resp.OverallCode != over || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("hits_addend 11 of a limit of 10: %v", resp)
+	}
+	d.HitsAddend = wrapperspb.UInt64(3)
+	if resp, _ = r.try("api", 0, d); resp.OverallCode != over {
+		t.Fatalf("hits_addend 3 with 2 left: %v", resp)
+	}
+	// All or nothing: the denied 3 spent nothing, so 2 still fit.
+	d.HitsAddend = wrapperspb.UInt64(2)
+	if resp, _ = r.try("api", 0, d); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 0 {
+		t.Fatalf("hits_addend 2 with 2 left: %v", resp)
+	}
+	d.HitsAddend = wrapperspb.UInt64(0)
+	if resp, _ = r.try("api", 0, d); resp.OverallCode != over {
+		t.Fatalf("a check of a full window: %v", resp)
+	}
+	// is_negative_hits gives hits back.
+	d.HitsAddend, d.IsNegativeHits = wrapperspb.UInt64(4), true
+	if resp, _ = r.try("api", 0, d); resp.OverallCode != ok {
+		t.Fatalf("a refund: %v", resp)
+	}
+	if resp = r.call(t, "api", desc("user=a")); resp.Statuses[0].LimitRemaining != 3 {
+		t.Fatalf("after a refund of 4: %v", resp)
+	}
+}
+
+// TestStatus fills each descriptor's status from keyrate's decision: the
+// window that decided, what it has left, and when it resets.
+func TestStatus(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	r.clock.Set(10*time.Second + 300*time.Millisecond)
+	resp := r.call(t, "api", desc("user=alice"))
+	st := resp.Statuses[0]
+	if st.CurrentLimit.GetRequestsPerUnit() != 10 || st.CurrentLimit.GetUnit() != rlspb.RateLimitResponse_RateLimit_MINUTE || st.LimitRemaining != 9 {
+		t.Fatalf("status %v", st)
+	}
+	if d := st.DurationUntilReset.AsDuration(); d != 49700*time.Millisecond {
+		t.Fatalf("duration_until_reset %v, want 49.7s (the minute ends at 60s)", d)
+	}
+	// plan pro: a token bucket of 10 a second, bursts of 4, and at most 6
+	// a minute; the status names the window with the least left.
+	pro := desc("plan=pro", "user=bob")
+	var lefts []uint32
+	var units []rlspb.RateLimitResponse_RateLimit_Unit
+	for range 5 {
+		st := r.call(t, "api", pro).Statuses[0]
+		lefts = append(lefts, st.LimitRemaining)
+		units = append(units, st.CurrentLimit.GetUnit())
+	}
+	if got := lefts; got[0] != 3 || got[3] != 0 || got[4] != 0 || units[0] != rlspb.RateLimitResponse_RateLimit_SECOND {
+		t.Fatalf("a burst of 4: remaining %v, units %v", lefts, units)
+	}
+	r.clock.Advance(time.Second) // the bucket refills; the minute has 2 left
+	for i, want := range []rlspb.RateLimitResponse_Code{ok, ok, over} {
+		resp := r.call(t, "api", pro)
+		if resp.OverallCode != want {
+			t.Fatalf("after a second, request %d: %v", i, resp)
+		}
+		if want == over && resp.Statuses[0].CurrentLimit.GetUnit() != rlspb.RateLimitResponse_RateLimit_MINUTE {
+			t.Fatalf("denied by the minute, but reported %v", resp.Statuses[0].CurrentLimit)
+		}
+	}
+}
+
+// TestHeaders adds the limit, remaining and reset of the descriptor
+// closest to its limit, or of one over it.
+func TestHeaders(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig, ratelimitsvc.WithHeaders(ratelimitsvc.Headers{Reset: "RateLimit-Reset"}))
+	r.clock.Set(30 * time.Second)
+	for range 8 {
+		r.call(t, "api", desc("user=a"))
+	}
+	resp := r.call(t, "api", desc("user=b"), desc("user=a"), desc("free=x"))
+	want := []*corev3.HeaderValue{
+		{Key: "X-RateLimit-Limit", Value: "10"}, {Key: "X-RateLimit-Remaining", Value: "1"}, {Key: "RateLimit-Reset", Value: "30"},
+	}
+	if !headersEqual(resp.ResponseHeadersToAdd, want) {
+		t.Fatalf("headers %v, want %v", resp.ResponseHeadersToAdd, want)
+	}
+	r.call(t, "api", desc("user=a"))
+	resp = r.call(t, "api", desc("user=a"), desc("user=b"))
+	if resp.OverallCode != over || resp.ResponseHeadersToAdd[1].Value != "0" {
+		t.Fatalf("over the limit: %v", resp)
+	}
+	if resp := newRig(t, "api.yaml", apiConfig).call(t, "api", desc("user=a")); len(resp.ResponseHeadersToAdd) != 0 {
+		t.Fatalf("headers without WithHeaders: %v", resp.ResponseHeadersToAdd)
+	}
+}
+
+func headersEqual(a, b []*corev3.HeaderValue) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key || a[i].Value != b[i].Value {
+			return false
+		}
+	}
+	return true
+}
+
+// TestGlobalShadowMode answers OK whatever the descriptors say.
+func TestGlobalShadowMode(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig, ratelimitsvc.WithShadowMode())
+	for i := range 12 {
+		resp := r.call(t, "api", desc("user=a"))
+		if resp.OverallCode != ok || (i >= 10) != (resp.Statuses[0].Code == over) {
+			t.Fatalf("request %d: %v", i, resp)
+		}
+	}
+}
+
+// TestLimitOverride decides a descriptor carrying a limit override under
+// that limit, a fixed window, with a policy per distinct override.
+func TestLimitOverride(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	d := desc("user=carol")
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_HOUR}
+	for i, want := range []rlspb.RateLimitResponse_Code{ok, ok, over} {
+		resp := r.call(t, "api", d)
+		if resp.OverallCode != want || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 {
+			t.Fatalf("override request %d: %v", i, resp)
+		}
+	}
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_HOUR}
+	if resp := r.call(t, "api", d); resp.OverallCode != over {
+		t.Fatalf("an override of 0: %v", resp)
+	}
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2}
+	if _, err := r.try("api", 0, d); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an override of unknown unit: %v", err)
+	}
+	for i := range ratelimitsvc.MaxOverrides {
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(100 + i), Unit: typev3.RateLimitUnit_DAY}
+		if _, err := r.try("api", 0, d); err != nil {
+			if status.Code(err) != codes.ResourceExhausted || i < ratelimitsvc.MaxOverrides-2 {
+				t.Fatalf("override %d: %v", i, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("more than %d overrides made policies", ratelimitsvc.MaxOverrides)
+}
+
+// TestNewErrors: New refuses a nil store or config and bad options.
+func TestNewErrors(t *testing.T) {
+	cfg, err := ratelimitsvc.ParseConfig("api.yaml", []byte(apiConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, "api.yaml", apiConfig)
+	for _, c := range []struct {
+		store keyrate.PolicyLimiter
+		cfg   *ratelimitsvc.Config
+		opt   ratelimitsvc.Option
+	}{
+		{nil, cfg, nil}, {r.store, nil, nil}, {r.store, cfg, ratelimitsvc.WithClock(nil)}, {r.store, cfg, ratelimitsvc.WithLimits(0, 1, 1)},
+	} {
+		if _, err := ratelimitsvc.New(c.store, c.cfg, c.opt); !errors.Is(err, keyrate.ErrInvalidOption) {
+			t.Errorf("New: %v, want ErrInvalidOption", err)
+		}
+	}
+}

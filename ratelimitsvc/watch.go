@@ -1,0 +1,90 @@
+package ratelimitsvc
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long Watch waits after a change for more before
+// it reloads: an editor's save, or a symlink swap of a Kubernetes
+// ConfigMap, is several events.
+const DefaultDebounce = 200 * time.Millisecond
+
+// Watch reloads the config from paths (see ReloadFiles) whenever a file
+// in one of them changes, and whenever a value arrives on trigger (such as
+// SIGHUP), until ctx is done; then it returns nil. A path that is a
+// directory is watched for its files; a file, through its directory, so
+// that a file replaced by a rename or a symlink swap is seen. Changes
+// closer together than DefaultDebounce make one reload. Each reload's
+// outcome goes to report (nil for success; the config in force stays
+// after an error), if report is not nil, and so does an error the file
+// system's watcher reports. It returns an error only if the
+// paths cannot be watched.
+func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan struct{}, report func(error)) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	seen := map[string]bool{}
+	for _, p := range paths {
+		dir := p
+		if fi, err := os.Stat(p); err != nil {
+			return err
+		} else if !fi.IsDir() {
+			dir = filepath.Dir(p)
+		}
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if err := w.Add(dir); err != nil {
+			return err
+		}
+	}
+	reload := func() {
+		err := s.ReloadFiles(paths...)
+		if report != nil {
+			report(err)
+		}
+	}
+	var debounce <-chan time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-trigger:
+			reload()
+		case _, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if timer == nil {
+				timer = time.NewTimer(DefaultDebounce)
+			} else {
+				timer.Reset(DefaultDebounce)
+			}
+			debounce = timer.C
+		case <-debounce:
+			debounce = nil
+			reload()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			if report != nil {
+				report(err)
+			}
+		}
+	}
+}
