@@ -1,5 +1,3 @@
-// Package mutexbucket is the keyrate store with one mutex per bucket: the
-// classic design, and the easiest to reason about.
 package mutexbucket
 
 import (
@@ -14,67 +12,32 @@ import (
 	"github.com/keyrate/keyrate/internal/sweep"
 )
 
-// Store is a keyrate.Limiter that keeps each key's bucket behind its own
-// sync.Mutex, in an xsync.MapOf from key to bucket.
+// Store is the keyrate store of one mutex per bucket: each key's bucket
+// sits behind its own sync.Mutex, in a concurrent map from key to bucket.
+// It implements keyrate.Limiter, keyrate.PolicyLimiter (tiers, policies of
+// several windows, SetPolicy, Refund), keyrate.WaitLimiter (Reserve, Wait,
+// Cancel) and keyrate.BoundedLimiter (Len, Sweep, Stats, Close), and runs
+// every algorithm, keyrate.SlidingLog included.
 //
-// A call looks the key up (lock-free for a known key), reads the clock,
-// locks that key's bucket, applies keyrate's shared transition and unlocks.
-// Calls on different keys never contend; calls on one key serialise on its
-// mutex. The map is never locked while a bucket is, and a new key's bucket
-// is created by one atomic get-or-create, so two first requests for a key
-// share one full bucket.
-//
-// # Memory
-//
-// The store removes the buckets of idle keys exactly: only a bucket that is
-// full again (idle for at least Limit.FillTime since it was last emptied),
-// which is indistinguishable from a new one. The sweep marks such a bucket
-// as a tombstone, a state no live bucket holds, under the bucket's mutex, in the same critical section
-// that finds it full, then deletes it from the map; a call that locks a
-// marked bucket looks the key up again, so no spend is ever lost.
-//
-// A sweep falls due after as many insertions of new keys as the previous
-// one left keys (amortised one key examined per insertion) and runs on a
-// short-lived goroutine of its own, holding one lock at a time, so that no
-// request pays for walking the map; inserters wait for it only if it falls
-// a whole period behind. Sweeps also run in the background with
-// keyrate.WithSweepInterval, and on demand with Sweep.
-//
-// keyrate.WithMaxKeys caps the keys tracked: a new key that finds the
-// store full examines at most 64 buckets for one it can evict, or that a
-// sweep is removing (and starts a whole sweep at most once per cap/16
-// such refusals), tries once more for a slot, and otherwise fails closed
-// with keyrate.ErrStoreFull. Len and Stats.Keys read one counter, a
-// snapshot never above the cap. keyrate.WithHashedKeys keeps a seeded
-// 64-bit hash instead of each key. See package internal/sweep for the
-// argument that eviction never changes a decision.
+// Call Allow or AllowN on the request path (AllowTier under a tier), Peek
+// to look without spending, Wait or Reserve where a caller may wait its
+// turn, and Refund to give back tokens a request did not use. Calls on
+// different keys never contend; calls on one key serialise on its mutex.
+// A known key costs no allocation; a new key allocates its bucket.
 //
 // A Store is safe for concurrent use. Create one with New, and Close it
 // when done with it (Close stops the background sweeper and waits for a
 // sweep in flight); the zero value is not usable (its methods, as a nil
-// Store's, panic: check New's error). Known keys
-// cost no allocation; each new key allocates one bucket (and, for several
-// windows, an array of its other states). Options: keyrate.WithClock
-// (default clock.System()), keyrate.WithMaxKeys (default no cap),
-// keyrate.WithSweepInterval (default no background sweeper),
-// keyrate.WithEvictionGrace (default keyrate.DefaultEvictionGrace),
-// keyrate.WithHashedKeys (default off) and keyrate.WithObserver (default
-// none).
+// Store's, panic: check New's error).
 //
-// # Policies
-//
-// The store implements keyrate.PolicyLimiter: keyrate.WithPolicies (default
-// none besides the Limit given to New) and keyrate.WithPolicyFunc (default:
-// the default policy for every key) give it tiers and policies of several
-// windows, SetPolicy changes them at runtime, Refund gives tokens back.
-//
-// # Waiting
-//
-// The store implements keyrate.WaitLimiter: a reservation is a spend
-// allowed past the fill time by the maximum wait (see keyrate.WaitLimiter),
-// decided under the bucket's mutex like any spend, and so is Cancel. Wait
-// creates no timer when the tokens are there, and otherwise sleeps on the
-// store's clock on the caller's goroutine.
+// Options and their defaults: keyrate.WithClock (clock.System()),
+// keyrate.WithMaxKeys (no cap; a full store fails closed with
+// keyrate.ErrStoreFull), keyrate.WithSweepInterval (no background
+// sweeper), keyrate.WithEvictionGrace (keyrate.DefaultEvictionGrace),
+// keyrate.WithHashedKeys (off), keyrate.WithPolicies,
+// keyrate.WithPolicyFunc and keyrate.WithObserver (none). The package
+// documentation says how the map and its sweeps work, without changing any
+// decision.
 type Store struct {
 	pols    *rules.Policies
 	strs    *xsync.MapOf[string, *bucket] // buckets.Strings(), for the hot path
