@@ -7,46 +7,45 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/internal/metriclabel"
+	"github.com/keyrate/keyrate/internal/eventmetrics"
 )
 
-// MaxPolicies is the most policy label values a Metrics keeps; events for
-// any further policy name are counted under the label value Other.
-const MaxPolicies = metriclabel.MaxPolicies
+// MaxPolicies, 64, is the most policy label values a Metrics keeps;
+// events for any further policy name are counted under the label value
+// Other.
+const MaxPolicies = eventmetrics.MaxPolicies
 
-// MaxUnknownPolicies is the most of the MaxPolicies policy label values
-// that names a store lacks (events with keyrate.ErrUnknownPolicy) may
-// take; any further such name is counted under Other. Such a name can be
+// MaxUnknownPolicies, 32, is the most of the MaxPolicies policy label
+// values that names a store lacks (events with keyrate.ErrUnknownPolicy)
+// may take; any further such name is counted under Other. Such a name can be
 // a client's choice (a store's WithPolicyFunc that reads the client's
 // key), and must not crowd out the policies the store has.
-const MaxUnknownPolicies = metriclabel.MaxUnknownPolicies
+const MaxUnknownPolicies = eventmetrics.MaxUnknownPolicies
 
-// MaxPolicyLabel is the longest policy label value, in bytes: a longer
-// name is labelled with its first bytes and "...", so that a name from a
-// client's key cannot make every scrape carry it in each of a policy's
-// series.
-const MaxPolicyLabel = metriclabel.MaxPolicyLabel
+// MaxPolicyLabel, 128, is the longest policy label value, in bytes: a
+// longer name is labelled with its first bytes and "...", so that a name
+// from a client's key cannot make every scrape carry it in each of a
+// policy's series.
+const MaxPolicyLabel = eventmetrics.MaxPolicyLabel
 
-// Other is the policy label of events past MaxPolicies distinct names.
-const Other = metriclabel.Other
+// Other, "other", is the policy label of events past MaxPolicies
+// distinct names.
+const Other = eventmetrics.Other
 
 // Metrics counts the events of the stores or middleware it observes and
 // exposes them as Prometheus metrics (see the package documentation). It
 // is a keyrate.Observer and a prometheus.Collector; it is safe for
 // concurrent use. Create one with New.
 type Metrics struct {
-	decisions *prometheus.CounterVec // policy, decision
-	shadow    *prometheus.CounterVec // policy
-	cost      *prometheus.CounterVec // policy
-	errs      *prometheus.CounterVec // policy, error
-	degraded  *prometheus.CounterVec // policy, decision
+	decisions, shadow, cost, errs, degraded *prometheus.Desc
+	keys, evictions, refused                *prometheus.Desc
 
-	keysDesc, evictionsDesc, refusedDesc *prometheus.Desc
-
-	policies *metriclabel.Policies[counters]
+	// policies holds the counts of each policy label value, which Collect
+	// reads: they live in the Metrics, not in a registry.
+	policies *eventmetrics.Policies[policy]
 	// watch is the store watched, and keyrate_evictions_total's and
 	// keyrate_refused_total's values.
-	watch metriclabel.Watch
+	watch eventmetrics.Watch
 }
 
 // Stater is what Watch reads at each scrape: the in-process stores (every
@@ -55,12 +54,11 @@ type Stater interface {
 	Stats() keyrate.Stats
 }
 
-// counters are one policy's children of the vectors, created when the
-// policy is first seen so that Observe does no label lookup.
-type counters struct {
-	allowed, denied, shadowDenied, cost prometheus.Counter
-	degradedAllowed, degradedDenied     prometheus.Counter
-	errs                                [metriclabel.NumErrorKinds]prometheus.Counter
+// policy is one policy label value and its counts, made when the policy
+// is first seen so that Observe does no label lookup.
+type policy struct {
+	eventmetrics.Counts
+	label string
 }
 
 // New returns a Metrics whose every metric has the constant label
@@ -68,31 +66,28 @@ type counters struct {
 // are several Metrics in one registry as long as their names differ.
 func New(name string) *Metrics {
 	cl := prometheus.Labels{"store": name}
-	counter := func(metric, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "keyrate", Name: metric, Help: help, ConstLabels: cl,
-		}, labels)
+	desc := func(metric, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("keyrate_"+metric, help, labels, cl)
 	}
-	m := &Metrics{
-		decisions: counter("decisions_total",
+	return &Metrics{
+		decisions: desc("decisions_total",
 			"Rate-limit decisions, by policy and decision (allowed or denied).", "policy", "decision"),
-		shadow: counter("shadow_denied_total",
+		shadow: desc("shadow_denied_total",
 			"Denials that shadow mode let through, by policy.", "policy"),
-		cost: counter("cost_allowed_total",
+		cost: desc("cost_allowed_total",
 			"Cost (tokens) allowed, by policy.", "policy"),
-		errs: counter("errors_total",
+		errs: desc("errors_total",
 			"Calls that ended in an error instead of a decision, by policy and kind.", "policy", "error"),
-		degraded: counter("degraded_total",
+		degraded: desc("degraded_total",
 			"Decisions a failure policy made instead of the store, by policy and decision.", "policy", "decision"),
-		keysDesc: prometheus.NewDesc("keyrate_keys",
-			"Keys the store tracks now.", nil, cl),
-		evictionsDesc: prometheus.NewDesc("keyrate_evictions_total",
-			"Buckets the store evicted because they were full.", nil, cl),
-		refusedDesc: prometheus.NewDesc("keyrate_refused_total",
-			"New keys the store refused because it tracked its maximum.", nil, cl),
+		keys: desc("keys",
+			"Keys the store tracks now."),
+		evictions: desc("evictions_total",
+			"Buckets the store evicted because they were full."),
+		refused: desc("refused_total",
+			"New keys the store refused because it tracked its maximum."),
+		policies: eventmetrics.New(func(label string) *policy { return &policy{label: label} }),
 	}
-	m.policies = metriclabel.New(m.newCounters)
-	return m
 }
 
 // Watch makes each scrape read s.Stats() for keyrate_keys,
@@ -128,46 +123,7 @@ func (m *Metrics) Observe(e keyrate.Event) {
 	if !m.made() {
 		return
 	}
-	c := m.policies.Get(e.Policy, e.Err)
-	if e.Degraded {
-		if e.Allowed {
-			c.degradedAllowed.Inc()
-		} else {
-			c.degradedDenied.Inc()
-		}
-	}
-	switch {
-	case e.Err != nil:
-		c.errs[metriclabel.KindOf(e.Err)].Inc()
-	case e.Allowed:
-		c.allowed.Inc()
-		if e.Cost > 0 {
-			c.cost.Add(float64(e.Cost))
-		}
-	default:
-		c.denied.Inc()
-		if e.Shadow {
-			c.shadowDenied.Inc()
-		}
-	}
-}
-
-// newCounters returns the children of the vectors for the policy label
-// value label: m.policies makes them when it first sees the label, and
-// Observe finds them there.
-func (m *Metrics) newCounters(label string) *counters {
-	c := &counters{
-		allowed:         m.decisions.WithLabelValues(label, "allowed"),
-		denied:          m.decisions.WithLabelValues(label, "denied"),
-		shadowDenied:    m.shadow.WithLabelValues(label),
-		cost:            m.cost.WithLabelValues(label),
-		degradedAllowed: m.degraded.WithLabelValues(label, "allowed"),
-		degradedDenied:  m.degraded.WithLabelValues(label, "denied"),
-	}
-	for k := range c.errs {
-		c.errs[k] = m.errs.WithLabelValues(label, metriclabel.ErrorKind(k).String())
-	}
-	return c
+	m.policies.Get(e.Policy, e.Err).Add(e)
 }
 
 // Describe is the prometheus.Collector method. A Metrics not made by
@@ -179,14 +135,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	if !m.made() {
 		return
 	}
-	m.decisions.Describe(ch)
-	m.shadow.Describe(ch)
-	m.cost.Describe(ch)
-	m.errs.Describe(ch)
-	m.degraded.Describe(ch)
-	ch <- m.keysDesc
-	ch <- m.evictionsDesc
-	ch <- m.refusedDesc
+	for _, d := range []*prometheus.Desc{m.decisions, m.shadow, m.cost, m.errs, m.degraded, m.keys, m.evictions, m.refused} {
+		ch <- d
+	}
 }
 
 // Collect is the prometheus.Collector method. A Metrics not made by New
@@ -195,16 +146,36 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if !m.made() {
 		return
 	}
-	m.decisions.Collect(ch)
-	m.shadow.Collect(ch)
-	m.cost.Collect(ch)
-	m.errs.Collect(ch)
-	m.degraded.Collect(ch)
-	if keys, evictions, refusals, ok := m.watch.Read(); ok {
-		ch <- prometheus.MustNewConstMetric(m.keysDesc, prometheus.GaugeValue, float64(keys))
-		ch <- prometheus.MustNewConstMetric(m.evictionsDesc, prometheus.CounterValue, float64(evictions))
-		ch <- prometheus.MustNewConstMetric(m.refusedDesc, prometheus.CounterValue, float64(refusals))
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- constMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
+	m.policies.Range(func(p *policy) {
+		counter(m.decisions, p.Allowed.Load(), p.label, "allowed")
+		counter(m.decisions, p.Denied.Load(), p.label, "denied")
+		counter(m.shadow, p.ShadowDenied.Load(), p.label)
+		counter(m.cost, p.Cost.Load(), p.label)
+		counter(m.degraded, p.DegradedAllowed.Load(), p.label, "allowed")
+		counter(m.degraded, p.DegradedDenied.Load(), p.label, "denied")
+		for k := range p.Errors {
+			counter(m.errs, p.Errors[k].Load(), p.label, eventmetrics.ErrorKind(k).String())
+		}
+	})
+	if keys, evictions, refusals, ok := m.watch.Read(); ok {
+		ch <- constMetric(m.keys, prometheus.GaugeValue, float64(keys))
+		counter(m.evictions, evictions)
+		counter(m.refused, refusals)
+	}
+}
+
+// constMetric returns prometheus.NewConstMetric's metric, or an invalid
+// one carrying its error (a store name that is no valid label value,
+// which a registry refuses at Register: Collect called without one).
+func constMetric(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, t, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
 }
 
 var (

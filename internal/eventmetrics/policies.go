@@ -1,7 +1,9 @@
-// Package metriclabel is what keyrate's metrics exporters (the keyrateprom
-// and keyrateotel modules) share so that they label and count alike: the
-// bounded set of policy label values, the kinds of error, and the
-// evictions and refusals counted across the stores a Metrics watches.
+// Package eventmetrics is what keyrate's metrics exporters (the
+// keyrateprom and keyrateotel modules) share, so that they count alike and
+// differ only in how they export: the counts of one policy's events
+// (Counts), the bounded set of policy label values (Policies), the kinds
+// of error (ErrorKind), and the evictions and refusals counted across the
+// stores a Metrics watches (Watch).
 //
 // A policy name reaches an Observer from the request path, and a store's
 // WithPolicyFunc can take it from a client's key: any bytes, of any length,
@@ -9,7 +11,7 @@
 // label values, of which names the store lacks take at most
 // MaxUnknownPolicies, counts any further name as Other, and turns a name
 // into a label value that is valid UTF-8 and at most MaxPolicyLabel bytes.
-package metriclabel
+package eventmetrics
 
 import (
 	"context"
@@ -96,6 +98,16 @@ func (p *Policies[T]) Get(policy string, err error) *T {
 		p.n++
 	}
 	return c
+}
+
+// Range calls f with each *T made so far, once each, in no set order.
+// It may run concurrently with Get, and then sees the *T made before it
+// began, and perhaps some made since.
+func (p *Policies[T]) Range(f func(*T)) {
+	p.m.Range(func(_ string, c *T) bool {
+		f(c)
+		return true
+	})
 }
 
 // Label returns the label value of the policy name policy: policy, with

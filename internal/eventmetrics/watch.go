@@ -1,4 +1,4 @@
-package metriclabel
+package eventmetrics
 
 import (
 	"fmt"

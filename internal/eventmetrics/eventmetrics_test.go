@@ -1,4 +1,4 @@
-package metriclabel_test
+package eventmetrics_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/internal/metriclabel"
+	"github.com/keyrate/keyrate/internal/eventmetrics"
 )
 
 // TestLabel: a label is valid UTF-8, at most MaxPolicyLabel bytes, cut at
@@ -19,18 +19,18 @@ func TestLabel(t *testing.T) {
 		{"", ""},
 		{"pro", "pro"},
 		{"a\xffb", "a\uFFFDb"},
-		{strings.Repeat("t", metriclabel.MaxPolicyLabel), strings.Repeat("t", metriclabel.MaxPolicyLabel)},
-		{strings.Repeat("t", metriclabel.MaxPolicyLabel+1), strings.Repeat("t", metriclabel.MaxPolicyLabel-3) + "..."},
+		{strings.Repeat("t", eventmetrics.MaxPolicyLabel), strings.Repeat("t", eventmetrics.MaxPolicyLabel)},
+		{strings.Repeat("t", eventmetrics.MaxPolicyLabel+1), strings.Repeat("t", eventmetrics.MaxPolicyLabel-3) + "..."},
 		// é is 2 bytes: byte 125 is the second byte of a rune, so the cut
 		// moves back to 124.
 		{strings.Repeat("é", 100), strings.Repeat("é", 62) + "..."},
 		{"t" + strings.Repeat("é", 100), "t" + strings.Repeat("é", 62) + "..."},
 	} {
-		got := metriclabel.Label(c.name)
+		got := eventmetrics.Label(c.name)
 		if got != c.want {
 			t.Errorf("Label(%.20q...) = %.20q... (%d bytes), want %.20q... (%d bytes)", c.name, got, len(got), c.want, len(c.want))
 		}
-		if !utf8.ValidString(got) || len(got) > metriclabel.MaxPolicyLabel {
+		if !utf8.ValidString(got) || len(got) > eventmetrics.MaxPolicyLabel {
 			t.Errorf("Label(%.20q...) = %q: not UTF-8 or longer than MaxPolicyLabel", c.name, got)
 		}
 	}
@@ -41,24 +41,24 @@ func TestLabel(t *testing.T) {
 // share Other, and a relabelled name finds its label's *T.
 func TestPoliciesBounds(t *testing.T) {
 	made := map[string]int{}
-	p := metriclabel.New(func(label string) *string {
+	p := eventmetrics.New(func(label string) *string {
 		made[label]++
 		return &label
 	})
 	get := func(policy string, err error) string { return *p.Get(policy, err) }
-	for i := range metriclabel.MaxPolicies {
+	for i := range eventmetrics.MaxPolicies {
 		want := fmt.Sprint("made-up-", i)
-		if i >= metriclabel.MaxUnknownPolicies {
-			want = metriclabel.Other
+		if i >= eventmetrics.MaxUnknownPolicies {
+			want = eventmetrics.Other
 		}
 		if got := get(fmt.Sprint("made-up-", i), fmt.Errorf("x: %w", keyrate.ErrUnknownPolicy)); got != want {
 			t.Fatalf("unknown name %d: label %q, want %q", i, got, want)
 		}
 	}
-	for i := range metriclabel.MaxPolicies {
+	for i := range eventmetrics.MaxPolicies {
 		want := fmt.Sprint("known-", i)
-		if i >= metriclabel.MaxPolicies-metriclabel.MaxUnknownPolicies {
-			want = metriclabel.Other
+		if i >= eventmetrics.MaxPolicies-eventmetrics.MaxUnknownPolicies {
+			want = eventmetrics.Other
 		}
 		if got := get(fmt.Sprint("known-", i), nil); got != want {
 			t.Fatalf("known name %d: label %q, want %q", i, got, want)
@@ -72,7 +72,7 @@ func TestPoliciesBounds(t *testing.T) {
 			t.Errorf("label %q made %d times, want once", label, n)
 		}
 	}
-	if len(made) != metriclabel.MaxPolicies+1 {
+	if len(made) != eventmetrics.MaxPolicies+1 {
 		t.Errorf("%d labels made, want MaxPolicies and Other", len(made))
 	}
 }
@@ -80,7 +80,7 @@ func TestPoliciesBounds(t *testing.T) {
 // TestPoliciesRelabelled: names with the same label share its *T, and
 // Get of a seen name allocates nothing.
 func TestPoliciesRelabelled(t *testing.T) {
-	p := metriclabel.New(func(label string) *string { return &label })
+	p := eventmetrics.New(func(label string) *string { return &label })
 	a, b := p.Get("x\xff", nil), p.Get("x\xfe", nil)
 	if a != b || *a != "x\uFFFD" {
 		t.Errorf("Get(x\\xff) = %q, Get(x\\xfe) = %q: want one *T labelled x\\uFFFD", *a, *b)
@@ -106,11 +106,11 @@ func TestKindOf(t *testing.T) {
 		{keyrate.ErrUnsupportedAlgorithm, "unsupported"},
 		{errors.New("dial tcp: connection refused"), "backend"},
 	} {
-		if got := metriclabel.KindOf(c.err).String(); got != c.want {
+		if got := eventmetrics.KindOf(c.err).String(); got != c.want {
 			t.Errorf("KindOf(%v) = %s, want %s", c.err, got, c.want)
 		}
 	}
-	if got := metriclabel.ErrorKind(-1).String(); got != "backend" {
+	if got := eventmetrics.ErrorKind(-1).String(); got != "backend" {
 		t.Errorf("ErrorKind(-1) = %s, want backend", got)
 	}
 }
@@ -122,7 +122,7 @@ func (s *stats) Stats() keyrate.Stats { return keyrate.Stats(*s) }
 // TestWatch: totals count from Set on, carry over a switch, treat a
 // restarted count as all new, and a typed nil is refused.
 func TestWatch(t *testing.T) {
-	var w metriclabel.Watch
+	var w eventmetrics.Watch
 	if _, _, _, ok := w.Read(); ok {
 		t.Fatal("the zero Watch reads a store")
 	}
@@ -143,7 +143,7 @@ func TestWatch(t *testing.T) {
 	a.Evictions = 1 // restarted: all new
 	read(3, 3, 1)
 	var typedNil *stats
-	if err := w.Set(typedNil); err == nil || !strings.Contains(err.Error(), "*metriclabel_test.stats") {
+	if err := w.Set(typedNil); err == nil || !strings.Contains(err.Error(), "*eventmetrics_test.stats") {
 		t.Errorf("Set(typed nil) = %v, want an error naming the type", err)
 	}
 	read(3, 3, 1)
@@ -157,5 +157,13 @@ func TestWatch(t *testing.T) {
 	}
 	if _, _, _, ok := w.Read(); ok {
 		t.Error("Set(nil) still reads a store")
+	}
+}
+
+// TestDocumentedValues: keyrateprom's and keyrateotel's docs state these
+// values.
+func TestDocumentedValues(t *testing.T) {
+	if eventmetrics.MaxPolicies != 64 || eventmetrics.MaxUnknownPolicies != 32 || eventmetrics.MaxPolicyLabel != 128 || eventmetrics.Other != "other" {
+		t.Error("the bounds changed: update keyrateprom's and keyrateotel's docs, and this test")
 	}
 }
