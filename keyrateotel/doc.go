@@ -1,4 +1,4 @@
-// Package keyrateotel records keyrate's metrics as OpenTelemetry
+// Package keyrateotel reports keyrate's metrics as OpenTelemetry
 // instruments: how often clients hit their limits, per policy (tier), how
 // many keys a store tracks, how many it evicted and refused, and how often
 // a store failed or answered by its failure policy. It is keyrateprom's
@@ -16,7 +16,7 @@
 // removes it. Give m to the store (keyrate.WithObserver) or to the
 // middleware (httplimit.WithObserver, grpclimit.WithObserver), not both:
 // each would count every request. A Metrics is safe for concurrent use;
-// one not made by New (nil, or the zero value) records nothing and never
+// one not made by New (nil, or the zero value) counts nothing and never
 // panics.
 //
 // # Instruments

@@ -13,7 +13,7 @@ import (
 	"github.com/keyrate/keyrate/keyrateotel"
 )
 
-// A store reports its decisions to a Metrics, which records them to a
+// A store reports its decisions to a Metrics, which reports them to a
 // MeterProvider; here the SDK's with an in-memory reader, in a service
 // one with an exporter (OTLP, Prometheus). A collection's points come
 // in no set order.

@@ -17,7 +17,7 @@ import (
 )
 
 // ScopeName is the instrumentation scope (the meter's name) of every
-// instrument a Metrics records to.
+// instrument a Metrics reports to.
 const ScopeName = "github.com/keyrate/keyrate/keyrateotel"
 
 // MaxPolicies, 64, is the most keyrate.policy.name values a Metrics keeps;

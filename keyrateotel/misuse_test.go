@@ -93,7 +93,7 @@ func TestMisuseNames(t *testing.T) {
 	}, nonzero(points(t, r)))
 }
 
-// A Metrics not made by New "records nothing and never panics" (the
+// A Metrics not made by New "counts nothing and never panics" (the
 // exporters' suite checks Observe and Watch): Close has nothing to close,
 // and a store refuses a nil *Metrics as its observer rather than call it.
 func TestMisuseZero(t *testing.T) {
