@@ -138,8 +138,9 @@
 // Event: key, policy, cost, allowed or not, the error of a call that
 // failed), on the deciding goroutine and outside any lock; without one a
 // store pays a nil check per call. The keyrateprom module is an Observer
-// that exports Prometheus metrics, and httplimit and grpclimit take one
-// too, adding shadow-mode denials and requests without a key.
+// that exports Prometheus metrics, keyrateotel one that reports them as
+// OpenTelemetry instruments, and httplimit and grpclimit take one too,
+// adding shadow-mode denials and requests without a key.
 //
 // # Time never mints tokens
 //

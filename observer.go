@@ -3,8 +3,8 @@ package keyrate
 // Observer is told of what a store decides, for metrics: how often clients
 // hit their limits, under which policy, and how often the store itself
 // failed. Set one with WithObserver; the keyrateprom module turns the events
-// into Prometheus metrics. A store without one pays a nil check per call,
-// nothing more.
+// into Prometheus metrics, keyrateotel into OpenTelemetry ones. A store
+// without one pays a nil check per call, nothing more.
 //
 // Observe is called on the deciding goroutine, after the decision, once per
 // call of Allow, AllowN, AllowTier, Reserve, ReserveTier, Wait and WaitTier

@@ -68,9 +68,10 @@
 //
 // # Cost
 //
-// Observe does one lookup in a concurrent map (by policy name) and one or
-// two atomic adds, and allocates nothing once the policy has been seen.
-// A name past the bounds above (counted as "other", not UTF-8, or longer
-// than MaxPolicyLabel) takes a lock and is relabelled at each event
-// instead: such names are a client's, not a store's.
+// Observe does one lookup in a concurrent map (by policy name) and one to
+// three atomic adds, and allocates nothing once the policy has been seen;
+// a scrape reads the counts. A name past the bounds above (counted as
+// "other", not UTF-8, or longer than MaxPolicyLabel) takes a lock and is
+// relabelled at each event instead: such names are a client's, not a
+// store's.
 package keyrateprom
