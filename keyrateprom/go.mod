@@ -5,7 +5,7 @@ go 1.26.0
 // keyrate's modules are developed together (see go.work at the root); the
 // replace keeps this module building and tidy offline against this checkout.
 // Users' builds ignore it: a release tags the root module first and then
-// requires that tag here (see the README's Modules section).
+// requires that tag here (see docs/guides/development.md).
 replace github.com/keyrate/keyrate => ..
 
 require (

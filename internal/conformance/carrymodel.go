@@ -10,8 +10,8 @@ import (
 
 // This file is the exact model of one key's decisions that CarryModel
 // (carrydriver.go) checks the stores against: the token bucket, the fixed
-// and sliding windows and the sliding log as the README's "Algorithms"
-// section states them, policies of several windows all or nothing, and a
+// and sliding windows and the sliding log as docs/guides/algorithms.md
+// states them, policies of several windows all or nothing, and a
 // change of policy carried as docs/design/carry.md states it (debt out
 // of every old window, matched to the new windows by length, debt in as
 // spent at the carry instant, and the two exceptions that keep a window
