@@ -97,7 +97,8 @@ benchrace:
 # workloads (uniform-1M, uniform-1M-idle, zipf-1M) and in BenchmarkMemory
 # (about 28 minutes for BenchmarkAllow on 2 shared cores, an estimate from
 # the 21 it took up to twice, and 4 for BenchmarkMemory on 2 shared cores,
-# plus BenchmarkRedis when redis-server is installed). make report runs a quick one, in about 3 minutes on 2
+# plus BenchmarkMiddleware and, when redis-server is installed,
+# BenchmarkRedis). make report runs a quick one, in about 3 minutes on 2
 # cores: -count 6 at -cpu 1,2, 20ms a benchmark, 100k keys in the large
 # workloads (named uniform-100k, uniform-100k-idle, zipf-100k) and in
 # BenchmarkMemory (one build a sample), 100ms a BenchmarkRedis run. The
@@ -106,7 +107,7 @@ benchrace:
 # stores fit in a few MB of cache), the targets stated at a million keys,
 # core counts above 2, or differences smaller than its wide intervals (6
 # runs of 20ms); the report says so in its header. BenchmarkAllow's policy
-# and wait rows are part of both. Both print a
+# and wait rows and BenchmarkMiddleware are part of both. Both print a
 # progress line before each sub-benchmark, with an estimate of the time
 # left.
 BENCH_DATE := $(shell date -u +%Y-%m-%d)
