@@ -41,6 +41,7 @@ const (
 	benchMemory = "Memory"
 	benchRedis  = "Redis"
 	benchHotKey = "HotKey"
+	benchMW     = "Middleware"
 	floor       = "floor"
 	xrate       = "xrate"
 	churn       = "churn"
@@ -57,6 +58,7 @@ const (
 	unitP99    = "p99-ns"
 	unitRetry  = "retries/op"
 	unitAllows = "allows/s"
+	unitKeys   = "keys" // BenchmarkMemory's key count
 )
 
 // BenchmarkAllow's wait rows (op= values, see package bench): a store's
@@ -127,6 +129,13 @@ type Set struct {
 
 	// RedisOps lists BenchmarkRedis's op= values, in first-seen order.
 	RedisOps []string
+
+	// Middlewares lists BenchmarkMiddleware's mw= values, in first-seen
+	// order; MiddlewareRuns its other parts ("keys=1k/outcome=allowed"),
+	// in first-seen order; MiddlewareProcs its core counts, ascending.
+	// Empty when the set has no BenchmarkMiddleware results.
+	Middlewares, MiddlewareRuns []string
+	MiddlewareProcs             []int
 
 	// Warnings lists the lines skipped, in line order, each with its
 	// file, its line and why: a line that does not parse or is longer
@@ -263,6 +272,33 @@ func Read(r io.Reader, label string) (*Set, error) {
 			}
 			continue
 		}
+		if string(base) == benchMW {
+			// BenchmarkMiddleware: mw=<middleware>/<run parts>-<procs>,
+			// kept apart from the stores.
+			mw, run, procs, ok := middlewareName(parts)
+			if !ok {
+				warn(res, "want an mw= part and a GOMAXPROCS suffix that is a number")
+				continue
+			}
+			for _, v := range res.Values {
+				unit, val := v.Unit, v.Value
+				if v.OrigUnit != "" {
+					unit, val = v.OrigUnit, v.OrigValue
+				}
+				c := mwCell(mw, run, procs, unit)
+				s.values[c] = append(s.values[c], val)
+			}
+			if !slices.Contains(s.Middlewares, mw) {
+				s.Middlewares = append(s.Middlewares, mw)
+			}
+			if !slices.Contains(s.MiddlewareRuns, run) {
+				s.MiddlewareRuns = append(s.MiddlewareRuns, run)
+			}
+			if !slices.Contains(s.MiddlewareProcs, procs) {
+				s.MiddlewareProcs = append(s.MiddlewareProcs, procs)
+			}
+			continue
+		}
 		if string(base) == benchHotKey {
 			// redisbucket's BenchmarkHotKey: op=allow/leases=true|false,
 			// one GOMAXPROCS; kept by its leases= value.
@@ -362,6 +398,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 	}
 	slices.Sort(s.Procs)
 	slices.Sort(s.RedisClients)
+	slices.Sort(s.MiddlewareProcs)
 	s.samples = make(map[Cell]*benchmath.Sample, len(s.values))
 	for c, v := range s.values {
 		s.samples[c] = benchmath.NewSample(v, &benchmath.DefaultThresholds)
@@ -520,6 +557,38 @@ func hotKeyName(parts [][]byte) (leases bool, ok bool) {
 		}
 	}
 	return false, false
+}
+
+// middlewareName returns the mw= value of a BenchmarkMiddleware name's
+// parts, its other key=value parts joined by "/" ("keys=1k/outcome=allowed"),
+// and its GOMAXPROCS (1 without a suffix, as go test prints it); ok is
+// false without an mw= part or with a suffix that is not a number.
+func middlewareName(parts [][]byte) (mw, run string, procs int, ok bool) {
+	procs = 1
+	var rest []string
+	for _, p := range parts {
+		part := string(p)
+		if n, found := strings.CutPrefix(part, "-"); found {
+			var err error
+			if procs, err = strconv.Atoi(n); err != nil {
+				return "", "", 0, false
+			}
+			continue
+		}
+		part = strings.TrimPrefix(part, "/")
+		if v, found := strings.CutPrefix(part, "mw="); found {
+			mw = v
+		} else {
+			rest = append(rest, part)
+		}
+	}
+	return mw, strings.Join(rest, "/"), procs, mw != ""
+}
+
+// mwCell is the Cell of BenchmarkMiddleware for mw on run (the name's
+// other parts) at procs in unit.
+func mwCell(mw, run string, procs int, unit string) Cell {
+	return Cell{Bench: benchMW, Subject: mw, Workload: run, Procs: procs, Unit: unit}
 }
 
 // hotKeyCell is the Cell of BenchmarkHotKey with leases on or off, in
