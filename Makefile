@@ -97,11 +97,15 @@ benchrace:
 # workloads (uniform-1M, uniform-1M-idle, zipf-1M) and in BenchmarkMemory
 # (about 28 minutes for BenchmarkAllow on 2 shared cores, an estimate from
 # the 21 it took up to twice, and 4 for BenchmarkMemory on 2 shared cores,
-# plus BenchmarkMiddleware and, when redis-server is installed,
-# BenchmarkRedis). make report runs a quick one, in about 3 minutes on 2
-# cores: -count 6 at -cpu 1,2, 20ms a benchmark, 100k keys in the large
-# workloads (named uniform-100k, uniform-100k-idle, zipf-100k) and in
-# BenchmarkMemory (one build a sample), 100ms a BenchmarkRedis run. The
+# plus about 1.5 for BenchmarkMiddleware and, when redis-server is
+# installed, BenchmarkRedis). make report runs a quick one, in under 3
+# minutes on 2 cores: -count 6 at -cpu 1,2, 20ms a benchmark, 100k keys in
+# the large workloads (named uniform-100k, uniform-100k-idle, zipf-100k)
+# and in BenchmarkMemory (one build a sample), 100ms a BenchmarkRedis run
+# (2m22s on a clean clone on the 2-core VM on 2026-11-27, with Go's build
+# cache warm: BenchmarkAllow 1m24s, BenchmarkMiddleware 8s, BenchmarkMemory
+# 5s, BenchmarkRedis 40s with its build, the report 2s; a cold build cache
+# adds about a minute of compiling, once). The
 # quick set cannot show memory per key and GC time at a million keys, the
 # cache and TLB misses of a million-key table (100k keys of the pointer-free
 # stores fit in a few MB of cache), the targets stated at a million keys,
