@@ -3,9 +3,12 @@
 // throughput, tables of medians with their 95% intervals, each store's
 // ratio to the floor and x/time/rate baselines, each policy row's ratio to
 // its one-window row and each store's Wait and Reserve to its AllowN (with
-// an interval and a p-value), allocations, memory and GC time, the
-// performance targets checked one by one, and a summary of which store to
-// pick for which workload, all generated from the numbers.
+// an interval and a p-value), allocations, memory and GC time, httplimit
+// against the middlewares a user would pick instead, the performance
+// targets checked one by one, and a summary of which store to pick for
+// which workload, all generated from the numbers. A quick set (make
+// report's, with fewer than a million keys) says in its header what it
+// cannot show.
 // Given a second result set it adds before/after deltas with p-values.
 //
 // It reads results with golang.org/x/perf (benchfmt to parse, benchproc to
@@ -201,9 +204,10 @@ func ReadMachine(r io.Reader) ([]Fact, error) {
 }
 
 // Read parses raw benchmark output (the Go benchmark format) from r.
-// Benchmarks other than Allow, Memory, Redis and HotKey are ignored; the
-// lines it skips are listed in Warnings (see there); a set with no Allow
-// results is an error, which names the first line skipped, if any.
+// Benchmarks other than Allow, Memory, Middleware, Redis and HotKey are
+// ignored; the lines it skips are listed in Warnings (see there); a set
+// with no Allow results is an error, which names the first line skipped,
+// if any.
 func Read(r io.Reader, label string) (*Set, error) {
 	var pp benchproc.ProjectionParser
 	proj, unitField, err := pp.ParseWithUnit(".name,.subject,/wl,/gomaxprocs", nil)
