@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/racetest"
 	"github.com/keyrate/keyrate/internal/retries"
 )
@@ -20,23 +21,24 @@ import (
 // sub-benchmark at every -cpu value: a row cannot choose its own).
 func BenchmarkAllow(b *testing.B) {
 	racetest.Bench()
+	var leaves []leaf
 	for _, sc := range subjects {
 		for _, wl := range workloads {
-			b.Run("store="+sc.name+"/wl="+wl.name, func(b *testing.B) {
+			leaves = append(leaves, leaf{"store=" + sc.name + "/wl=" + wl.name, func(b *testing.B) {
 				if wl.order == nil {
 					benchChurn(b, sc, wl)
 				} else {
 					benchKnown(b, sc, wl)
 				}
-			})
+			}})
 		}
 	}
 	for _, row := range policyRows {
 		for _, name := range row.workloads {
 			wl := workloadNamed(b, name)
-			b.Run("store="+row.name+"/wl="+wl.name, func(b *testing.B) {
+			leaves = append(leaves, leaf{"store=" + row.name + "/wl=" + wl.name, func(b *testing.B) {
 				benchKnown(b, row.subjectCase, wl)
-			})
+			}})
 		}
 	}
 	// A store's wait rows run one after the other on each workload, so
@@ -45,12 +47,13 @@ func BenchmarkAllow(b *testing.B) {
 		for _, name := range waitWorkloads {
 			wl := workloadNamed(b, name)
 			for _, row := range rows {
-				b.Run("store="+row.name+"/wl="+wl.name, func(b *testing.B) {
+				leaves = append(leaves, leaf{"store=" + row.name + "/wl=" + wl.name, func(b *testing.B) {
 					benchWait(b, row, wl)
-				})
+				}})
 			}
 		}
 	}
+	runLeaves(b, leaves)
 }
 
 // workloadNamed returns the workload named name.
@@ -73,11 +76,16 @@ type fixture struct {
 }
 
 // current is the last fixture built, kept across the calls the testing
-// package makes with growing b.N, and across consecutive workloads with the
-// same subject, limit and key set (uniform-1M then zipf-1M), so that a
-// million keys are inserted once per run of those, not once per call. Only
-// one is kept, so that the live heap (which every GC must mark) holds at
-// most one prepared store.
+// package makes with growing b.N and for each -count and -cpu value (it
+// runs them all for one sub-benchmark before the next), and across
+// consecutive workloads with the same subject, limit and key set, so that
+// a million keys are inserted once per sub-benchmark, not once per call.
+// Only one is kept, so that the live heap (which every GC must mark)
+// holds at most one prepared store. Reuse measures the same thing as a
+// fresh fixture only while no key's bucket fills up (and so may be
+// evicted) or empties: each workload's limit leaves every key far from
+// both for longer than any run (see the limits), and checkReused fails a
+// run after which the store holds other keys or has evicted any.
 var current struct {
 	id string
 	f  *fixture
@@ -120,6 +128,29 @@ func fixtureFor(b *testing.B, sc subjectCase, wl workload) *fixture {
 	return current.f
 }
 
+// evictions returns the number of buckets s has evicted, or 0 if it is
+// no keyrate.BoundedLimiter (a baseline).
+func evictions(s subject) uint64 {
+	if bl, ok := s.(keyrate.BoundedLimiter); ok {
+		return bl.Stats().Evictions
+	}
+	return 0
+}
+
+// checkReused fails the run if, after it, the fixture's store holds
+// another number of keys than setup put in, or has evicted a bucket since
+// the run began (before is evictions at the start): a fixture kept across
+// runs would then measure something else than a fresh one, new keys or
+// re-inserted ones.
+func checkReused(b *testing.B, name string, wl workload, f *fixture, before uint64) {
+	if got := f.s.Len(); got != len(f.in.keys) {
+		b.Fatalf("store=%s wl=%s: store holds %d keys after the run, want the %d setup inserted", name, wl.name, got, len(f.in.keys))
+	}
+	if n := evictions(f.s) - before; n != 0 {
+		b.Fatalf("store=%s wl=%s: store evicted %d buckets during the run, want none", name, wl.name, n)
+	}
+}
+
 // offsetStride spaces the goroutines' starting points in a sequence.
 const offsetStride = 7919
 
@@ -129,6 +160,7 @@ func benchKnown(b *testing.B, sc subjectCase, wl workload) {
 	s, seq, costs := f.s, f.in.seq, f.in.costs
 	mask := len(seq) - 1
 	var goroutines, allowed atomic.Int64
+	evicted := evictions(s)
 	retried := retries.Total()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -153,6 +185,7 @@ func benchKnown(b *testing.B, sc subjectCase, wl workload) {
 		allowed.Add(n)
 	})
 	b.StopTimer()
+	checkReused(b, sc.name, wl, f, evicted)
 	reportAllowed(b, sc, wl, allowed.Load())
 	if strings.HasPrefix(sc.name, "atomic") {
 		// atomicbucket's failed compare-and-swaps: the contention in its

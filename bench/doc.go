@@ -5,7 +5,15 @@
 //	go test -run '^$' -bench . -benchmem -count 10 -cpu 1,2,4 ./bench
 //
 // or with "make bench", which saves the raw output and the machine's facts
-// for "keyrate report".
+// for "keyrate report" (see bench/run.sh). Two flags of its own:
+//
+//   - -largekeys N: the distinct keys of the large workloads and of
+//     BenchmarkMemory, 1M by default; make report's quick set passes 100k,
+//     and the workload names say it (uniform-100k);
+//   - -progress: before each sub-benchmark, a line beginning "# progress"
+//     (which the benchmark format ignores) naming it, how far through its
+//     benchmark the run is, the time so far and an estimate of the time
+//     left; bench/run.sh passes it and keeps those lines out of bench.txt.
 //
 // # Names
 //
@@ -17,6 +25,7 @@
 //	BenchmarkAllow/store=<store>/op=<op>/wl=<workload>-<GOMAXPROCS>
 //	BenchmarkAlgorithm/store=<store>/alg=<algorithm>/wl=<workload>-<GOMAXPROCS>
 //	BenchmarkMemory/store=<store>
+//	BenchmarkMiddleware/mw=<middleware>/keys=1k/outcome=<allowed|denied>-<GOMAXPROCS>
 //
 // The stores are mutex (mutexbucket), striped, atomic (atomicbucket),
 // atomic/clock=coarse (atomicbucket reading a clock.Coarse), and two
@@ -100,6 +109,16 @@
 //   - churn: every call a key the store has never seen;
 //   - cost-mix: AllowN with costs 1 to 8 over the 1k keys.
 //
+// The three large ones have -largekeys keys and are named by it:
+// uniform-100k, uniform-100k-idle and zipf-100k in make report's quick
+// set.
+//
+// A prepared store is kept across the runs the testing package makes of
+// one sub-benchmark (every -count and -cpu value) and across consecutive
+// workloads with the same store, limit and keys; after every run, setup
+// checks that it holds the keys it was given and has evicted none, so
+// that a kept store measures what a fresh one would.
+//
 // Each reports allowed/op (and checks it: a workload meant to allow must
 // not deny, and hotkey-deny must not allow) and allocations. Setup asserts
 // the number of distinct keys the name claims. Under the race detector
@@ -109,7 +128,34 @@
 // unless -benchtime is given (racetest.SetBenchTime), and the first one
 // prints a line saying that these figures are not performance numbers.
 //
-// BenchmarkMemory inserts 1M 16-byte keys into each store and reports the
-// live heap per key after a GC (B/key) and the duration of one forced GC
-// with those keys live (gc-ns).
+// BenchmarkMemory inserts 1M 16-byte keys (-largekeys) into each store and
+// reports the live heap per key after a GC (B/key), the duration of one
+// forced GC with those keys live (gc-ns) and the number of keys (keys).
+//
+// # Middlewares
+//
+// BenchmarkMiddleware measures keyrate's httplimit beside the net/http
+// rate-limiting middlewares a user would pick instead, each built as its
+// documentation shows: mw=httplimit (httplimit.New over atomicbucket),
+// mw=httprate (github.com/go-chi/httprate's LimitBy, in memory),
+// mw=go-limiter (github.com/sethvargo/go-limiter's httplimit over its
+// memorystore) and mw=tollbooth (github.com/didip/tollbooth/v7). All wrap
+// the same handler, which only writes 200, and key by the client's IP
+// address from RemoteAddr (tollbooth told to look nowhere else and to
+// leave the URL out of its key), under the same limit per client:
+//
+//   - outcome=allowed: a billion requests an hour, never reached, so that
+//     every request is served;
+//   - outcome=denied: one an hour, which setup spends for every client, so
+//     that every request gets the middleware's own 429 response.
+//
+// Requests come from 1000 clients (keys=1k) in shuffled rounds, each
+// goroutine starting at its own offset and reusing one ResponseWriter,
+// whose header map it clears before each request. Setup checks that each
+// middleware limits per client (a client's 4th request under a limit of 3
+// an hour is refused while another client is served) and that every client
+// gets the outcome's status; the run checks every response. "keyrate
+// report" prints each middleware's ratio to httplimit, with a
+// Mann-Whitney test. The peers are this module's requirements only: a
+// service that imports keyrate downloads none of them.
 package bench

@@ -8,13 +8,11 @@ import (
 	"github.com/keyrate/keyrate/internal/racetest"
 )
 
-// memoryKeys is how many keys BenchmarkMemory inserts (maxKeys of it).
-const memoryKeys = 1_000_000
-
-// BenchmarkMemory inserts a million 16-byte keys into each subject and
-// reports the live heap per key after a GC (B/key: the key's own 16 bytes,
-// the map entry and the bucket), and the duration of one forced GC with
-// those keys live (gc-ns). Each key has half its burst spent, so that no
+// BenchmarkMemory inserts a million 16-byte keys (-largekeys) into each
+// subject and reports the live heap per key after a GC (B/key: the key's
+// own 16 bytes, the map entry and the bucket), the duration of one forced
+// GC with those keys live (gc-ns), and the number of keys (keys, so that
+// a report can say how many). Each key has half its burst spent, so that no
 // store evicts it as full (see prefill). Each key is its own allocation, as
 // a key from a request would be, and only the subject holds it. The time
 // per op is that of building the subject. The GC time depends on
@@ -22,18 +20,21 @@ const memoryKeys = 1_000_000
 // -cpu: at GOMAXPROCS = the machine's CPUs, as in production.
 func BenchmarkMemory(b *testing.B) {
 	racetest.Bench()
+	var leaves []leaf
 	for _, sc := range subjects {
-		b.Run("store="+sc.name, func(b *testing.B) {
+		leaves = append(leaves, leaf{"store=" + sc.name, func(b *testing.B) {
 			freeFixtures()
-			n := maxKeys(memoryKeys)
+			n := maxKeys(int(largeKeys))
 			var perKey, gc float64
 			for range b.N {
 				perKey, gc = measureMemory(b, sc, n)
 			}
 			b.ReportMetric(perKey, "B/key")
 			b.ReportMetric(gc, "gc-ns")
-		})
+			b.ReportMetric(float64(n), "keys")
+		}})
 	}
+	runLeaves(b, leaves)
 }
 
 // freeFixtures drops BenchmarkAllow's inputs and fixture, so that the heap
@@ -72,7 +73,7 @@ func measureMemory(b *testing.B, sc subjectCase, n int) (perKey, gcNanos float64
 	runtime.GC()
 	gc := time.Since(start)
 	if got := s.Len(); got != n {
-		b.Fatalf("store=%s: holds %d keys, want %d (%d, capped at %d under -race)", sc.name, got, n, memoryKeys, maxRaceKeys)
+		b.Fatalf("store=%s: holds %d keys, want %d (%d, capped at %d under -race)", sc.name, got, n, int(largeKeys), maxRaceKeys)
 	}
 	runtime.KeepAlive(s)
 	b.StartTimer()

@@ -111,6 +111,7 @@ func benchWait(b *testing.B, row waitRow, wl workload) {
 	mask := len(seq) - 1
 	ctx := context.Background()
 	var goroutines, allowed, delayed atomic.Int64
+	evicted := evictions(s)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -149,6 +150,7 @@ func benchWait(b *testing.B, row waitRow, wl workload) {
 		delayed.Add(later)
 	})
 	b.StopTimer()
+	checkReused(b, row.name, wl, f, evicted)
 	if d := delayed.Load(); d > 0 {
 		b.Fatalf("store=%s wl=%s: %d of %d reservations were for a later slot; the row is meant to need no wait", row.name, wl.name, d, b.N)
 	}

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,16 +78,55 @@ type workload struct {
 	allow bool
 }
 
-// workloads is every wl= value, in report order.
-var workloads = []workload{
-	{name: "hotkey", limit: open, keys: 1, order: shuffled, allow: true},
-	{name: "hotkey-deny", limit: shut, keys: 1, order: shuffled, allow: false},
-	{name: "uniform-1k", limit: open, keys: 1_000, order: shuffled, allow: true},
-	{name: "uniform-1M", limit: open, keys: 1_000_000, order: shuffled, allow: true},
-	{name: "uniform-1M-idle", limit: idle, keys: 1_000_000, order: shuffled, allow: true},
-	{name: "zipf-1M", limit: open, keys: 1_000_000, order: zipf, sparse: true, allow: true},
-	{name: "churn", limit: sticky, allow: true},
-	{name: "cost-mix", limit: open, keys: 1_000, order: shuffled, costs: costs1to8, allow: true},
+// workloads is every wl= value, in report order: makeWorkloads of the
+// -largekeys flag, set by TestMain once the flags are parsed.
+var workloads = makeWorkloads(defaultLargeKeys)
+
+// makeWorkloads returns every workload, with large distinct keys in the
+// large ones (uniform-<large>, uniform-<large>-idle, zipf-<large>), whose
+// names say the count: uniform-1M for the default, uniform-100k for
+// make report's quick set.
+func makeWorkloads(large int) []workload {
+	n := countName(large)
+	return []workload{
+		{name: "hotkey", limit: open, keys: 1, order: shuffled, allow: true},
+		{name: "hotkey-deny", limit: shut, keys: 1, order: shuffled, allow: false},
+		{name: "uniform-1k", limit: open, keys: 1_000, order: shuffled, allow: true},
+		{name: "uniform-" + n, limit: open, keys: large, order: shuffled, allow: true},
+		{name: "uniform-" + n + "-idle", limit: idle, keys: large, order: shuffled, allow: true},
+		{name: "zipf-" + n, limit: open, keys: large, order: zipf, sparse: true, allow: true},
+		{name: "churn", limit: sticky, allow: true},
+		{name: "cost-mix", limit: open, keys: 1_000, order: shuffled, costs: costs1to8, allow: true},
+	}
+}
+
+// countName names a key count as the workload names do: 1M, 100k, 1k, or
+// the number itself when it is no whole number of thousands.
+func countName(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 1_000 && n%1_000 == 0:
+		return strconv.Itoa(n/1_000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+// parseCount reads a key count as countName writes it (1M, 100k) or as a
+// plain number.
+func parseCount(s string) (int, error) {
+	digits, mult := s, 1
+	switch {
+	case strings.HasSuffix(s, "M"):
+		digits, mult = strings.TrimSuffix(s, "M"), 1_000_000
+	case strings.HasSuffix(s, "k"):
+		digits, mult = strings.TrimSuffix(s, "k"), 1_000
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 1 || n > math.MaxInt/mult {
+		return 0, fmt.Errorf("want a positive key count such as 1M, 100k or 5000, got %q", s)
+	}
+	return n * mult, nil
 }
 
 // minSequence is the shortest key sequence: long enough that goroutines

@@ -27,8 +27,9 @@ const reportHelp = `usage: keyrate report [-o dir] [-readme file] results [after
 Report reads the raw output of keyrate's benchmarks (package bench) and
 writes a markdown report, README.md, and one SVG throughput chart per
 workload into dir: medians with 95% intervals, each store's ratio to the
-floor and x/time/rate baselines, allocations, memory and GC time, the
-performance targets checked, and a summary of which store to pick. It
+floor and x/time/rate baselines, allocations, memory and GC time,
+httplimit against other middlewares, the performance targets checked, and
+a summary of which store to pick. It
 replaces a README.md in dir only if that is a report it wrote before.
 Lines of the results it skips are listed in the report and counted on
 stderr.

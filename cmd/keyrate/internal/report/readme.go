@@ -81,7 +81,7 @@ func Brief(w io.Writer, link string, s *Set) {
 		}
 	}
 	if st, perKey := s.leanest(s.plainStores()); st != "" {
-		fmt.Fprintf(&b, " Leanest in memory: `%s`, %.1f B/key with a million keys.", st, perKey)
+		fmt.Fprintf(&b, " Leanest in memory: `%s`, %.1f B/key with %s keys.", st, perKey, countWords(s.memoryKeys()))
 	}
 	met, unmeasured, vs := 0, 0, Targets(s)
 	for _, v := range vs {

@@ -3,9 +3,12 @@
 // throughput, tables of medians with their 95% intervals, each store's
 // ratio to the floor and x/time/rate baselines, each policy row's ratio to
 // its one-window row and each store's Wait and Reserve to its AllowN (with
-// an interval and a p-value), allocations, memory and GC time, the
-// performance targets checked one by one, and a summary of which store to
-// pick for which workload, all generated from the numbers.
+// an interval and a p-value), allocations, memory and GC time, httplimit
+// against the middlewares a user would pick instead, the performance
+// targets checked one by one, and a summary of which store to pick for
+// which workload, all generated from the numbers. A quick set (make
+// report's, with fewer than a million keys) says in its header what it
+// cannot show.
 // Given a second result set it adds before/after deltas with p-values.
 //
 // It reads results with golang.org/x/perf (benchfmt to parse, benchproc to
@@ -41,6 +44,7 @@ const (
 	benchMemory = "Memory"
 	benchRedis  = "Redis"
 	benchHotKey = "HotKey"
+	benchMW     = "Middleware"
 	floor       = "floor"
 	xrate       = "xrate"
 	churn       = "churn"
@@ -57,6 +61,7 @@ const (
 	unitP99    = "p99-ns"
 	unitRetry  = "retries/op"
 	unitAllows = "allows/s"
+	unitKeys   = "keys" // BenchmarkMemory's key count
 )
 
 // BenchmarkAllow's wait rows (op= values, see package bench): a store's
@@ -128,6 +133,13 @@ type Set struct {
 	// RedisOps lists BenchmarkRedis's op= values, in first-seen order.
 	RedisOps []string
 
+	// Middlewares lists BenchmarkMiddleware's mw= values, in first-seen
+	// order; MiddlewareRuns its other parts ("keys=1k/outcome=allowed"),
+	// in first-seen order; MiddlewareProcs its core counts, ascending.
+	// Empty when the set has no BenchmarkMiddleware results.
+	Middlewares, MiddlewareRuns []string
+	MiddlewareProcs             []int
+
 	// Warnings lists the lines skipped, in line order, each with its
 	// file, its line and why: a line that does not parse or is longer
 	// than the benchmark format's 64 KiB, a value that is not a finite
@@ -192,9 +204,10 @@ func ReadMachine(r io.Reader) ([]Fact, error) {
 }
 
 // Read parses raw benchmark output (the Go benchmark format) from r.
-// Benchmarks other than Allow, Memory, Redis and HotKey are ignored; the
-// lines it skips are listed in Warnings (see there); a set with no Allow
-// results is an error, which names the first line skipped, if any.
+// Benchmarks other than Allow, Memory, Middleware, Redis and HotKey are
+// ignored; the lines it skips are listed in Warnings (see there); a set
+// with no Allow results is an error, which names the first line skipped,
+// if any.
 func Read(r io.Reader, label string) (*Set, error) {
 	var pp benchproc.ProjectionParser
 	proj, unitField, err := pp.ParseWithUnit(".name,.subject,/wl,/gomaxprocs", nil)
@@ -260,6 +273,33 @@ func Read(r io.Reader, label string) (*Set, error) {
 			}
 			if !slices.Contains(s.RedisOps, op) {
 				s.RedisOps = append(s.RedisOps, op)
+			}
+			continue
+		}
+		if string(base) == benchMW {
+			// BenchmarkMiddleware: mw=<middleware>/<run parts>-<procs>,
+			// kept apart from the stores.
+			mw, run, procs, ok := middlewareName(parts)
+			if !ok {
+				warn(res, "want an mw= part and a GOMAXPROCS suffix that is a number")
+				continue
+			}
+			for _, v := range res.Values {
+				unit, val := v.Unit, v.Value
+				if v.OrigUnit != "" {
+					unit, val = v.OrigUnit, v.OrigValue
+				}
+				c := mwCell(mw, run, procs, unit)
+				s.values[c] = append(s.values[c], val)
+			}
+			if !slices.Contains(s.Middlewares, mw) {
+				s.Middlewares = append(s.Middlewares, mw)
+			}
+			if !slices.Contains(s.MiddlewareRuns, run) {
+				s.MiddlewareRuns = append(s.MiddlewareRuns, run)
+			}
+			if !slices.Contains(s.MiddlewareProcs, procs) {
+				s.MiddlewareProcs = append(s.MiddlewareProcs, procs)
 			}
 			continue
 		}
@@ -362,6 +402,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 	}
 	slices.Sort(s.Procs)
 	slices.Sort(s.RedisClients)
+	slices.Sort(s.MiddlewareProcs)
 	s.samples = make(map[Cell]*benchmath.Sample, len(s.values))
 	for c, v := range s.values {
 		s.samples[c] = benchmath.NewSample(v, &benchmath.DefaultThresholds)
@@ -520,6 +561,38 @@ func hotKeyName(parts [][]byte) (leases bool, ok bool) {
 		}
 	}
 	return false, false
+}
+
+// middlewareName returns the mw= value of a BenchmarkMiddleware name's
+// parts, its other key=value parts joined by "/" ("keys=1k/outcome=allowed"),
+// and its GOMAXPROCS (1 without a suffix, as go test prints it); ok is
+// false without an mw= part or with a suffix that is not a number.
+func middlewareName(parts [][]byte) (mw, run string, procs int, ok bool) {
+	procs = 1
+	var rest []string
+	for _, p := range parts {
+		part := string(p)
+		if n, found := strings.CutPrefix(part, "-"); found {
+			var err error
+			if procs, err = strconv.Atoi(n); err != nil {
+				return "", "", 0, false
+			}
+			continue
+		}
+		part = strings.TrimPrefix(part, "/")
+		if v, found := strings.CutPrefix(part, "mw="); found {
+			mw = v
+		} else {
+			rest = append(rest, part)
+		}
+	}
+	return mw, strings.Join(rest, "/"), procs, mw != ""
+}
+
+// mwCell is the Cell of BenchmarkMiddleware for mw on run (the name's
+// other parts) at procs in unit.
+func mwCell(mw, run string, procs int, unit string) Cell {
+	return Cell{Bench: benchMW, Subject: mw, Workload: run, Procs: procs, Unit: unit}
 }
 
 // hotKeyCell is the Cell of BenchmarkHotKey with leases on or off, in

@@ -79,10 +79,12 @@ var (
 )
 
 // Targets checks every performance target against s, in the order the
-// issue states them. Core counts where GOMAXPROCS exceeds the machine's
+// issue states them; httplimit's against other middlewares only where s
+// has BenchmarkMiddleware results, which the reports of earlier runs do
+// not. Core counts where GOMAXPROCS exceeds the machine's
 // CPUs are left out of the "every core count" checks.
 func Targets(s *Set) []Verdict {
-	return []Verdict{
+	vs := []Verdict{
 		s.zeroAllocs(),
 		s.floorRatio("atomic", atomicFloorMax, smallWorkloads),
 		s.floorRatio("mutex", mutexFloorMax, smallWorkloads),
@@ -99,6 +101,10 @@ func Targets(s *Set) []Verdict {
 		s.leaseSpeedup(),
 		s.exactKeys(),
 	}
+	if len(s.Middlewares) > 0 {
+		vs = append(vs, s.middlewareTarget())
+	}
+	return vs
 }
 
 // check collects a verdict's figures.
@@ -215,6 +221,10 @@ func (s *Set) floorRatio(store string, limit float64, wls []string) Verdict {
 func (s *Set) xrateSpeedup(wls []string, speedup float64) Verdict {
 	c := newCheck(fmt.Sprintf("Every store ≥ %g× faster than xrate on %s (every core count up to the CPUs)",
 		speedup, strings.Join(wls, ", ")))
+	if !slices.ContainsFunc(wls, func(wl string) bool { return slices.Contains(s.Workloads, wl) }) {
+		c.missing(strings.Join(wls, ", ") + ": none in these results" + s.keysNote())
+		return c.done()
+	}
 	for _, st := range s.stores() {
 		worst, where, measured := 0.0, "", false
 		for _, wl := range wls {
@@ -236,11 +246,25 @@ func (s *Set) xrateSpeedup(wls []string, speedup float64) Verdict {
 	return c.done()
 }
 
+// keysNote is " (these results have 100k keys in their large
+// workloads)" where the set's large workloads have fewer than a million
+// keys, or "".
+func (s *Set) keysNote() string {
+	if n := s.largeKeys(); n > 0 && n < million {
+		return fmt.Sprintf(" (these results have %s keys in their large workloads)", countName(n))
+	}
+	return ""
+}
+
 // exactKeys: atomic and striped, with exact (string) keys, hold a
 // million 16-byte keys in at most 48 B/key, and a forced GC with them live
 // takes at most 5 ms (issue 16: no heap object per key).
 func (s *Set) exactKeys() Verdict {
 	c := newCheck(fmt.Sprintf("Exact keys without a heap object each: atomic and striped ≤ %g B/key and a forced GC ≤ %g ms with 1M 16-byte keys", exactBytesMax, exactGCMillisMax))
+	if n := s.memoryKeys(); n != million {
+		c.missing(fmt.Sprintf("BenchmarkMemory with a million keys (these results inserted %s)", countName(n)))
+		return c.done()
+	}
 	for _, st := range []string{"atomic", "striped"} {
 		p := s.memoryProcs(st)
 		b, ok1 := s.Median(Cell{Bench: benchMemory, Subject: st, Procs: p, Unit: unitKey})
@@ -260,6 +284,10 @@ func (s *Set) exactKeys() Verdict {
 func (s *Set) memory() Verdict {
 	c := newCheck(fmt.Sprintf("Memory, 16-byte keys: leanest store ≤ %g B/key, every store ≤ %g B/key; forced GC with 1M keys live, leanest store ≤ %g ms",
 		leanestBytesMax, everyBytesMax, leanestGCMillisMx))
+	if n := s.memoryKeys(); n != million {
+		c.missing(fmt.Sprintf("BenchmarkMemory with a million keys (these results inserted %s)", countName(n)))
+		return c.done()
+	}
 	leanest, leanBytes := "", 0.0
 	for _, st := range s.stores() {
 		p := s.memoryProcs(st)
