@@ -178,6 +178,14 @@ type wildcard struct {
 // MaxConfigBytes bounds a config file's size.
 const MaxConfigBytes = 16 << 20
 
+// MaxAliasNodes bounds the YAML nodes that aliases add to a config
+// file, each use of an alias counted as the nodes it names: a few
+// kilobytes of anchors, each a list of references to the one before,
+// would otherwise expand to millions of rules (a "billion laughs"). A
+// config that reuses a block by an alias, as configs do, stays far below
+// it.
+const MaxAliasNodes = 1 << 20
+
 // ParseConfig reads one file's contents, named name in errors. A file
 // holds one domain, as envoyproxy/ratelimit reads it. Errors are
 // *ConfigError, wrapping ErrInvalidConfig.
@@ -311,7 +319,72 @@ func (c *Config) add(name string, data []byte) error {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return p.errf(nil, "config file cannot have empty domain (the file is empty)")
 	}
+	if at := aliasBomb(doc.Content[0]); at != nil {
+		return p.errf(at, "the alias *%s takes the nodes the file's aliases add past the %d they may (MaxAliasNodes)", at.Value, MaxAliasNodes)
+	}
 	return p.root(doc.Content[0])
+}
+
+// aliasBomb returns the alias that takes the nodes the aliases under n
+// add past MaxAliasNodes, or nil if they stay within it.
+func aliasBomb(n *yaml.Node) *yaml.Node {
+	limit := literalNodes(n) + MaxAliasNodes
+	_, at := expandedNodes(n, map[*yaml.Node]int{}, limit)
+	return at
+}
+
+// literalNodes counts the nodes written under n, an alias as one.
+func literalNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += literalNodes(k)
+	}
+	return c
+}
+
+// expandedNodes counts n's nodes with every alias expanded where it is
+// used, up to limit+1; sizes holds the count of each node already
+// counted, so that the work is linear in the file. Past limit it returns
+// an alias that took the count there (there is one: the file's own nodes
+// are fewer than limit).
+func expandedNodes(n *yaml.Node, sizes map[*yaml.Node]int, limit int) (int, *yaml.Node) {
+	if c, ok := sizes[n]; ok {
+		return c, nil
+	}
+	c := 1
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		a, at := expandedNodes(n.Alias, sizes, limit)
+		if at != nil {
+			return a, at
+		}
+		if c = a; c > limit {
+			return c, n
+		}
+	}
+	for _, k := range n.Content {
+		kc, at := expandedNodes(k, sizes, limit)
+		if at != nil {
+			return c, at
+		}
+		if c += kc; c > limit {
+			return c, firstAlias(n)
+		}
+	}
+	sizes[n] = c
+	return c, nil
+}
+
+// firstAlias returns the first alias under n in document order.
+func firstAlias(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode {
+		return n
+	}
+	for _, k := range n.Content {
+		if a := firstAlias(k); a != nil {
+			return a
+		}
+	}
+	return nil
 }
 
 // yamlErr converts a YAML syntax error to a *ConfigError at its line.
