@@ -109,7 +109,7 @@ type Rule struct {
 	File string
 	Line int
 
-	policy string // the keyrate policy's name: Path, made unique
+	policy string // the keyrate policy's name: see policyName
 }
 
 // denyAll reports whether a window of r admits nothing (0 requests per
@@ -123,7 +123,9 @@ func (r *Rule) denyAll() bool {
 	return false
 }
 
-// Policy returns the keyrate policy that enforces r, named for its path.
+// Policy returns the keyrate policy that enforces r, named for its path
+// (with '\' and '.' escaped by a '\' in the domain, keys and values, so
+// that no two rules' names are alike).
 // It is meaningless for an unlimited rule and for one that denies all.
 func (r *Rule) Policy() keyrate.Policy {
 	p := keyrate.Policy{Name: r.policy}
@@ -194,7 +196,6 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	if err := c.add(name, data); err != nil {
 		return nil, err
 	}
-	c.name()
 	return c, nil
 }
 
@@ -240,7 +241,6 @@ func LoadConfig(paths ...string) (*Config, error) {
 			return nil, err
 		}
 	}
-	c.name()
 	return c, nil
 }
 
@@ -261,18 +261,28 @@ func readBounded(name string) ([]byte, error) {
 	return data, nil
 }
 
-// name gives each rule its policy name: its path, with "#2", "#3"... for
-// a path that an earlier rule has (keys that contain dots or
-// underscores can make two paths alike).
-func (c *Config) name() {
-	seen := map[string]int{}
-	for _, r := range c.rules {
-		seen[r.Path]++
-		r.policy = r.Path
-		if n := seen[r.Path]; n > 1 {
-			r.policy = r.Path + "#" + strconv.Itoa(n)
+// policyName extends the name of a rule's keyrate policy by one level:
+// prefix (empty at the domain) and the level's composite key, with '\'
+// and '.' escaped in it. Without either, the name is the rule's Path; with
+// them it still names one rule only (two paths read alike where a key
+// holds a dot: "a.b" at the top and "a" then "b" are both "d.a.b"), so
+// that the name of a rule's policy does not depend on the rules around
+// it, and a reload that reorders them lends no rule another's limits.
+func policyName(prefix, level string) string {
+	if strings.ContainsAny(level, `\.`) {
+		var b strings.Builder
+		for _, c := range []byte(level) {
+			if c == '\\' || c == '.' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
 		}
+		level = b.String()
 	}
+	if prefix == "" {
+		return level
+	}
+	return prefix + "." + level
 }
 
 // envoyKeys are the keys envoyproxy/ratelimit accepts anywhere in a file
@@ -522,7 +532,7 @@ func (p *parser) root(n *yaml.Node) error {
 	}
 	root := &node{children: map[string]*node{}}
 	if pr, ok := m["descriptors"]; ok {
-		if err := p.descriptors(root, domain, domain+".", pr); err != nil {
+		if err := p.descriptors(root, domain, domain+".", policyName("", domain), pr); err != nil {
 			return err
 		}
 	}
@@ -531,8 +541,8 @@ func (p *parser) root(n *yaml.Node) error {
 }
 
 // descriptors reads a descriptor list into parent, whose path (for rule
-// paths) is prefix.
-func (p *parser) descriptors(parent *node, domain, prefix string, pr pair) error {
+// paths) is prefix and whose policy name (see policyName) is polPrefix.
+func (p *parser) descriptors(parent *node, domain, prefix, polPrefix string, pr pair) error {
 	items, err := p.list(pr)
 	if err != nil {
 		return err
@@ -587,7 +597,7 @@ func (p *parser) descriptors(parent *node, domain, prefix string, pr pair) error
 			child.wildcardPattern = final
 		}
 		if rp, ok := m["rate_limit"]; ok && deref(rp.v).Tag != "!!null" {
-			r := &Rule{Domain: domain, Path: prefix + final, File: p.file, Line: rp.k.Line,
+			r := &Rule{Domain: domain, Path: prefix + final, policy: policyName(polPrefix, final), File: p.file, Line: rp.k.Line,
 				ShadowMode: flags["shadow_mode"], QuotaMode: flags["quota_mode"],
 				DetailedMetric: flags["detailed_metric"], ValueToMetric: flags["value_to_metric"]}
 			if err := p.rateLimit(r, rp); err != nil {
@@ -600,7 +610,7 @@ func (p *parser) descriptors(parent *node, domain, prefix string, pr pair) error
 			parent.wildcards = append(parent.wildcards, wildcard{key: final, parts: strings.Split(final, "*")})
 		}
 		if dp, ok := m["descriptors"]; ok {
-			if err := p.descriptors(child, domain, prefix+final+".", dp); err != nil {
+			if err := p.descriptors(child, domain, prefix+final+".", policyName(polPrefix, final), dp); err != nil {
 				return err
 			}
 		}
@@ -690,7 +700,6 @@ func (p *parser) rateLimit(r *Rule, pr pair) error {
 		}
 	}
 	if pol := r.Policy(); !r.denyAll() {
-		pol.Name = r.Path
 		if err := pol.Validate(); err != nil {
 			return &ConfigError{File: p.file, Line: pr.k.Line, Column: pr.k.Column, Msg: err.Error(), Err: err}
 		}

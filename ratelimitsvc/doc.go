@@ -13,7 +13,8 @@
 // # The mapping
 //
 // Each rate_limit block of the config is a Rule, and a keyrate.Policy of
-// the store named by the rule's path ("domain.key_value.key"): by default
+// the store named by the rule's path ("domain.key_value.key", with a '.'
+// or '\' inside a key or value escaped by a '\'): by default
 // one window, Limit{Rate: requests_per_unit, Per: unit} counted with
 // keyrate.FixedWindow, windows aligned to the Unix epoch, as
 // envoyproxy/ratelimit counts, so the two decide alike. keyrate's own

@@ -119,3 +119,51 @@ const (
 	ok   = rlspb.RateLimitResponse_OK
 	over = rlspb.RateLimitResponse_OVER_LIMIT
 )
+
+// hookStore is an in-process store that runs a test's hook at a point of
+// interest inside the Service's calls, so that an interleaving happens
+// on every run: after each SetPolicy (inside Reload), and before a
+// RefundTier. A hook runs once; nil is none.
+type hookStore struct {
+	*atomicbucket.Store
+	afterSetPolicy func(keyrate.Policy)
+	beforeRefund   func()
+}
+
+func (h *hookStore) SetPolicy(p keyrate.Policy) error {
+	err := h.Store.SetPolicy(p)
+	if f := h.afterSetPolicy; f != nil && err == nil {
+		h.afterSetPolicy = nil
+		f(p)
+	}
+	return err
+}
+
+func (h *hookStore) RefundTier(key string, tier keyrate.Tier, cost int) error {
+	if f := h.beforeRefund; f != nil {
+		h.beforeRefund = nil
+		f()
+	}
+	return h.Store.RefundTier(key, tier, cost)
+}
+
+// newHookRig serves cfg from a hookStore on a manual clock at 0.
+func newHookRig(t *testing.T, cfg string, opts ...ratelimitsvc.Option) (*rig, *hookStore) {
+	t.Helper()
+	clk := clock.NewManual(0)
+	store, err := atomicbucket.New(keyrate.PerSecond(1), keyrate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := &hookStore{Store: store}
+	c, err := ratelimitsvc.ParseConfig("api.yaml", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := ratelimitsvc.New(h, c, append([]ratelimitsvc.Option{ratelimitsvc.WithClock(clk)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{svc: svc, store: store, clock: clk, client: serve(t, svc)}, h
+}

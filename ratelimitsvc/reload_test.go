@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -279,5 +281,54 @@ func drain(reports <-chan error) {
 		case <-time.After(2 * ratelimitsvc.DefaultDebounce):
 			return
 		}
+	}
+}
+
+// TestReloadReorderedRules reloads a config whose two rules have paths
+// that read alike (a key "a.b", and a key "a" with a child "b": both
+// "api.a.b") in the other order. The rules did not change, so neither
+// may lend the other its limits: a request that the Service decides
+// while the reload is setting policies (the hook, after the first) is
+// decided under its own rule's limits, and the descriptor of 2 a minute
+// gets 2 in the minute.
+func TestReloadReorderedRules(t *testing.T) {
+	top := "  - key: a.b\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+	nested := "  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1000}\n"
+	c := func(n int) string {
+		return fmt.Sprintf("  - key: c\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", n)
+	}
+	r, h := newHookRig(t, "domain: api\ndescriptors:\n"+top+nested+c(5))
+	admitted := 0
+	spend := func() {
+		resp, err := r.svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{desc("a.b=x")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode == ok {
+			admitted++
+		}
+	}
+	spend()
+	spend()
+	hooked := false
+	h.afterSetPolicy = func(keyrate.Policy) {
+		hooked = true
+		for range 5 {
+			spend()
+		}
+	}
+	// The same two rules, the other way round; c changes, so that the
+	// reload sets a policy whatever it names the two.
+	if err := r.svc.Reload(mustParse(t, "domain: api\ndescriptors:\n"+nested+top+c(6))); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		spend()
+	}
+	if !hooked {
+		t.Fatal("the reload set no policy")
+	}
+	if admitted != 2 {
+		t.Fatalf("a.b=x, 2 a minute, admitted %d times in the minute of a reload that reordered the rules", admitted)
 	}
 }
