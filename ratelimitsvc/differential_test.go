@@ -334,19 +334,26 @@ func TestDifferentialKnownDifference(t *testing.T) {
 		user := fmt.Sprintf("user=known-%d-%d", time.Now().UnixNano(), attempt)
 		t0 := time.Now()
 		var codes [2][]rlspb.RateLimitResponse_Code
+		var left [2][]uint32
 		for _, hits := range []uint64{8, 5, 2} {
 			d := desc(user)
 			d.HitsAddend = wrapperspb.UInt64(hits)
 			req := &rlspb.RateLimitRequest{Domain: "diff", Descriptors: []*rlv3.RateLimitDescriptor{d}}
-			codes[0] = append(codes[0], call(t, envoy, req).OverallCode)
-			codes[1] = append(codes[1], call(t, kr, req).OverallCode)
+			for i, c := range []rlspb.RateLimitServiceClient{envoy, kr} {
+				resp := call(t, c, req)
+				codes[i] = append(codes[i], resp.OverallCode)
+				left[i] = append(left[i], resp.Statuses[0].LimitRemaining)
+			}
 		}
 		if t0.Truncate(time.Hour) != time.Now().Truncate(time.Hour) && attempt < 3 {
 			continue
 		}
+		// A denial has 0 remaining in both, though keyrate would still
+		// take 2 hits.
 		want := [2][]rlspb.RateLimitResponse_Code{{ok, over, over}, {ok, over, ok}}
-		if fmt.Sprint(codes) != fmt.Sprint(want) {
-			t.Fatalf("8, 5 then 2 hits of 10 an hour: envoyproxy/ratelimit %v, keyrate %v; want %v", codes[0], codes[1], want)
+		wantLeft := [2][]uint32{{2, 0, 0}, {2, 0, 0}}
+		if fmt.Sprint(codes, left) != fmt.Sprint(want, wantLeft) {
+			t.Fatalf("8, 5 then 2 hits of 10 an hour: envoyproxy/ratelimit %v remaining %v, keyrate %v remaining %v; want %v", codes[0], left[0], codes[1], left[1], fmt.Sprint(want, wantLeft))
 		}
 		return
 	}

@@ -30,7 +30,9 @@
 // A denied descriptor spends nothing, where envoyproxy/ratelimit counts the
 // hits of a denied request too: with one hit a request the two agree
 // (a denied request finds the window full either way), but after a request
-// of several hits is refused, a smaller one still fits here. A check
+// of several hits is refused, a smaller one still fits here (the refused
+// one's status says 0 remaining in both, as Envoy expects of a descriptor
+// over its limit). A check
 // (hits_addend 0) answers whether one more hit would fit. The differential
 // tests run envoyproxy/ratelimit itself beside this package to show both.
 //

@@ -556,12 +556,16 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 	return st, nil
 }
 
-// fill sets a status's limit, remaining and reset from a decision.
+// fill sets a status's limit, remaining and reset from a decision. A
+// denial has 0 remaining, as envoyproxy/ratelimit answers, though a
+// request of fewer hits than the denied one may still fit.
 func fill(st *rlspb.RateLimitResponse_DescriptorStatus, c *compiled, d keyrate.Decision) {
 	if d.Window >= 0 && d.Window < len(c.limits) {
 		st.CurrentLimit = c.limits[d.Window]
 	}
-	st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+	if d.Allowed {
+		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+	}
 	st.DurationUntilReset = durationpb.New(d.WindowResetAfter)
 }
 

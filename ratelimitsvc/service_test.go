@@ -2,6 +2,7 @@ package ratelimitsvc_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,6 +281,37 @@ func TestNewErrors(t *testing.T) {
 	} {
 		if _, err := ratelimitsvc.New(c.store, c.cfg, c.opt); !errors.Is(err, keyrate.ErrInvalidOption) {
 			t.Errorf("New: %v, want ErrInvalidOption", err)
+		}
+	}
+}
+
+// TestOverLimitRemainingZero: a descriptor over its limit reports
+// limit_remaining 0, as envoyproxy/ratelimit does, however many hits it
+// asked for and whatever the window holds (all or nothing, so a smaller
+// request may still fit: limit_remaining is not that), and so do the
+// headers of the response.
+func TestOverLimitRemainingZero(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig, ratelimitsvc.WithHeaders(ratelimitsvc.Headers{}))
+	for _, c := range []struct {
+		d    *rlv3.RateLimitDescriptor
+		hits uint64
+		code rlspb.RateLimitResponse_Code
+		left uint32
+	}{
+		{desc("user=a"), 8, ok, 2},
+		{desc("user=a"), 5, over, 0},  // 2 left: the store refuses 5
+		{desc("user=a"), 11, over, 0}, // more than the limit holds
+		{desc("plan=pro", "user=b"), 3, ok, 1},
+		{desc("plan=pro", "user=b"), 3, over, 0}, // 1 left of the burst of 4
+	} {
+		c.d.HitsAddend = wrapperspb.UInt64(c.hits)
+		resp, err := r.try("api", 0, c.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.Statuses[0]
+		if st.Code != c.code || st.LimitRemaining != c.left || resp.ResponseHeadersToAdd[1].Value != strconv.Itoa(int(c.left)) {
+			t.Fatalf("%v, %d hits: %v, want %v with %d remaining", c.d.Entries, c.hits, resp, c.code, c.left)
 		}
 	}
 }
