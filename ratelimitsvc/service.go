@@ -346,7 +346,9 @@ type decision struct {
 // request's quota descriptors is). A request beyond the service's bounds
 // fails with codes.InvalidArgument; a store that fails (Redis unavailable
 // under FailClosed) fails the whole request with codes.Unavailable, for
-// Envoy's failure_mode_deny to answer.
+// Envoy's failure_mode_deny to answer, but a store that refuses a new key
+// (keyrate.ErrStoreFull: at its WithMaxKeys cap) makes that descriptor
+// OVER_LIMIT, as the store means it.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	resp, err := s.shouldRateLimit(ctx, req)
 	if err != nil {
@@ -493,53 +495,52 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
 	}
 	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: c.limits[0]}
-	over := false
+	over, decided := true, false
+	var dec keyrate.Decision
+	var err error
 	switch {
 	case c.deny:
-		over = true
-		st.DurationUntilReset = s.untilReset(c.limits[0])
+		// A window of 0 requests per unit: every request is over it.
 	case negative:
 		// is_negative_hits gives hits back: a refund, capped at what one
 		// request could have spent.
+		over = false
 		if d.hits > 0 {
-			if err := s.refund(ctx, d.key, c.tier, int(min(d.hits, uint64(c.maxCost)))); err != nil {
-				return nil, s.backendErr(c, d, err)
-			}
+			err = s.refund(ctx, d.key, c.tier, int(min(d.hits, uint64(c.maxCost))))
 		}
 	case d.hits == 0:
 		// A check: spend 1 and give it back, so that the answer is
 		// whether one more request would be admitted.
-		dec, err := s.allow(ctx, d.key, c.tier, 1)
-		if err != nil {
-			return nil, s.backendErr(c, d, err)
-		}
-		if dec.Allowed {
-			if err := s.refund(ctx, d.key, c.tier, 1); err != nil {
-				return nil, s.backendErr(c, d, err)
+		if dec, err = s.allow(ctx, d.key, c.tier, 1); err == nil && dec.Allowed {
+			if err = s.refund(ctx, d.key, c.tier, 1); err == nil {
+				dec.Remaining++
 			}
-			dec.Remaining++
 		}
-		over = !dec.Allowed
-		fill(st, c, dec)
+		decided = true
 	case d.hits > uint64(c.maxCost):
 		// More than the limit holds: over it, whatever the store holds.
-		over = true
-		st.DurationUntilReset = s.untilReset(c.limits[0])
 	default:
-		dec, err := s.allow(ctx, d.key, c.tier, int(d.hits))
-		switch {
-		case errors.Is(err, keyrate.ErrCostExceedsBurst):
-			// A store that holds back part of a Burst (redisbucket's
-			// leases) can refuse a cost the config allows: over the
-			// limit, nothing spent.
-			over = true
-			st.DurationUntilReset = s.untilReset(c.limits[0])
-		case err != nil:
-			return nil, s.backendErr(c, d, err)
-		default:
-			over = !dec.Allowed
-			fill(st, c, dec)
-		}
+		dec, err = s.allow(ctx, d.key, c.tier, int(d.hits))
+		decided = true
+	}
+	switch {
+	case errors.Is(err, keyrate.ErrCostExceedsBurst):
+		// A store that holds back part of a Burst (redisbucket's leases)
+		// can refuse a cost the config allows: over the limit, nothing
+		// spent.
+	case errors.Is(err, keyrate.ErrStoreFull):
+		// A store at its WithMaxKeys cap fails a new key closed: over
+		// the limit, rather than an error that Envoy's
+		// failure_mode_deny: false would admit.
+		s.m.errors.WithLabelValues(c.rule.Domain, c.rule.Path).Inc()
+	case err != nil:
+		return nil, s.backendErr(c, d, err)
+	case decided:
+		over = !dec.Allowed
+		fill(st, c, dec)
+	}
+	if over && st.DurationUntilReset == nil {
+		st.DurationUntilReset = s.untilReset(c.limits[0])
 	}
 	ctr.hits.Add(float64(d.hits))
 	st.Code = rlspb.RateLimitResponse_OK

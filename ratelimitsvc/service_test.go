@@ -1,6 +1,7 @@
 package ratelimitsvc_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -11,11 +12,15 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/ratelimitsvc"
 )
 
@@ -313,5 +318,55 @@ func TestOverLimitRemainingZero(t *testing.T) {
 		if st.Code != c.code || st.LimitRemaining != c.left || resp.ResponseHeadersToAdd[1].Value != strconv.Itoa(int(c.left)) {
 			t.Fatalf("%v, %d hits: %v, want %v with %d remaining", c.d.Entries, c.hits, resp, c.code, c.left)
 		}
+	}
+}
+
+// TestStoreFullIsOverLimit: a store at its WithMaxKeys cap refuses a new
+// key (keyrate.ErrStoreFull, failing closed); the service answers that
+// descriptor OVER_LIMIT, counted as a backend error, rather than failing
+// the call with UNAVAILABLE, which Envoy's failure_mode_deny: false (its
+// default, and the README's) would admit: a client minting descriptor
+// values to fill the store would then have every new key admitted
+// without limit. Keys the store tracks are decided as before.
+func TestStoreFullIsOverLimit(t *testing.T) {
+	clk := clock.NewManual(0)
+	store, err := atomicbucket.New(keyrate.PerSecond(1), keyrate.WithClock(clk), keyrate.WithMaxKeys(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	svc, err := ratelimitsvc.New(store, mustParse(t, apiConfig), ratelimitsvc.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := serve(t, svc)
+	call := func(user string) *rlspb.RateLimitResponse {
+		t.Helper()
+		resp, err := client.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{desc("user=" + user)}})
+		if err != nil {
+			t.Fatalf("user %s: %v", user, err)
+		}
+		return resp
+	}
+	if resp := call("a"); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 9 {
+		t.Fatalf("the first key: %v", resp)
+	}
+	for _, u := range []string{"b", "c"} {
+		resp := call(u)
+		if st := resp.Statuses[0]; resp.OverallCode != over || st.Code != over || st.LimitRemaining != 0 || st.CurrentLimit.GetRequestsPerUnit() != 10 {
+			t.Fatalf("a new key in a full store: %v", resp)
+		}
+	}
+	if resp := call("a"); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 8 {
+		t.Fatalf("the tracked key: %v", resp)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(svc.Collector())
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keyrate_rls_backend_errors_total Store calls that failed (Redis unavailable, a store full), by domain and descriptor.
+# TYPE keyrate_rls_backend_errors_total counter
+keyrate_rls_backend_errors_total{descriptor="api.user",domain="api"} 2
+`), "keyrate_rls_backend_errors_total"); err != nil {
+		t.Fatal(err)
 	}
 }
