@@ -642,10 +642,14 @@ func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*comp
 		return c.(*compiled), nil
 	}
 	unit := Unit(o.GetUnit())
-	per := UnitDuration(unit) * time.Duration(mult)
-	if per <= 0 {
+	u := UnitDuration(unit)
+	if u <= 0 {
 		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: limit override of unit %v", ErrInvalidRequest, o.GetUnit()))
 	}
+	if most := uint32(min(math.MaxInt64/int64(u), math.MaxUint32)); mult > most {
+		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: limit override unit_multiplier %d of %v: more than the %d a window can be", ErrInvalidRequest, mult, o.GetUnit(), most))
+	}
+	per := u * time.Duration(mult)
 	if s.nOverride.Load() >= MaxOverrides {
 		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v: %d distinct overrides already, the most the service makes", ErrTooManyOverrides, MaxOverrides))
 	}

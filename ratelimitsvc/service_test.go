@@ -370,3 +370,22 @@ keyrate_rls_backend_errors_total{descriptor="api.user",domain="api"} 2
 		t.Fatal(err)
 	}
 }
+
+// TestLimitOverrideMultiplier: an override's unit_multiplier lengthens
+// its window; one whose window a time.Duration cannot hold (585 years
+// wrapped to 21 days) is refused with InvalidArgument naming the value
+// and the bound, rather than enforced over another window.
+func TestLimitOverrideMultiplier(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	d := desc("user=dora")
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(5)}
+	resp := r.call(t, "api", d)
+	if st := resp.Statuses[0]; resp.OverallCode != ok || st.DurationUntilReset.AsDuration() != 5*time.Minute || st.CurrentLimit.GetUnitMultiplier().GetValue() != 5 {
+		t.Fatalf("1 per 5 minutes: %v", resp)
+	}
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_YEAR, UnitMultiplier: wrapperspb.UInt32(585)}
+	_, err := r.try("api", 0, d)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "unit_multiplier 585") || !strings.Contains(err.Error(), "292") {
+		t.Fatalf("1 per 585 years: %v, want InvalidArgument naming 585 and the bound, 292", err)
+	}
+}
