@@ -389,3 +389,45 @@ func TestLimitOverrideMultiplier(t *testing.T) {
 		t.Fatalf("1 per 585 years: %v, want InvalidArgument naming 585 and the bound, 292", err)
 	}
 }
+
+// TestCheckAcrossWindowBoundary: a check (hits_addend 0) must not change
+// what a window admits. The service checks by spending 1 and refunding
+// it; when the window ends between the two (the hook: the clock reaches
+// the next minute, and 3 requests fill it), the refund lands in the new
+// window and hands it a fourth admission. Not fixed: the store has no
+// way to ask a tier's answer without spending (a PeekTier), which is
+// keyrate's to add.
+func TestCheckAcrossWindowBoundary(t *testing.T) {
+	r, h := newHookRig(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")
+	spend := func() bool {
+		resp, err := r.svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{desc("user=a")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.OverallCode == ok
+	}
+	r.clock.Set(59 * time.Second)
+	admitted := 0
+	h.beforeRefund = func() {
+		r.clock.Set(time.Minute)
+		for range 3 {
+			if spend() {
+				admitted++
+			}
+		}
+	}
+	check := desc("user=a")
+	check.HitsAddend = wrapperspb.UInt64(0)
+	if resp, err := r.try("api", 0, check); err != nil || resp.OverallCode != ok {
+		t.Fatalf("the check: %v %v", resp, err)
+	}
+	if h.beforeRefund != nil {
+		t.Fatal("the check refunded nothing")
+	}
+	if spend() {
+		admitted++
+	}
+	if admitted != 3 {
+		t.Fatalf("user=a, 3 a minute, admitted %d times in the minute after a check straddled its start", admitted)
+	}
+}
