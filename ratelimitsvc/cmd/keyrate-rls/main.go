@@ -251,6 +251,9 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 	return s, []ratelimitsvc.Option{ratelimitsvc.WithValidate(validate)}, func() { s.Close(); client.Close() }, nil
 }
 
+// watch is Service.Watch; a test replaces it to make the watcher fail.
+var watch = (*ratelimitsvc.Service).Watch
+
 // run is the command: it serves until SIGINT or SIGTERM arrives on sig,
 // reloading on SIGHUP. ready, if not nil, is called with the listeners'
 // addresses once they listen (for tests).
@@ -339,15 +342,14 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal, ready fu
 	ctx, cancel := context.WithCancel(context.Background())
 	hup := make(chan struct{}, 1)
 	watched := make(chan error, 1)
-	go func() {
-		watched <- svc.Watch(ctx, f.configs, hup, func(err error) {
-			if err != nil {
-				logger.Error("config reload failed; the last good config stays", "error", err)
-				return
-			}
-			logger.Info("config reloaded", "rules", len(svc.Config().Rules()), "domains", strings.Join(svc.Config().Domains(), ","))
-		})
-	}()
+	report := func(err error) {
+		if err != nil {
+			logger.Error("config reload failed; the last good config stays", "error", err)
+			return
+		}
+		logger.Info("config reloaded", "rules", len(svc.Config().Rules()), "domains", strings.Join(svc.Config().Domains(), ","))
+	}
+	go func() { watched <- watch(svc, ctx, f.configs, hup, report) }()
 	logger.Info("keyrate-rls serving", "grpc", gl.Addr().String(), "metrics", maddr, "backend", f.backend,
 		"rules", len(cfg.Rules()), "domains", strings.Join(cfg.Domains(), ","))
 	if ready != nil {
@@ -360,6 +362,13 @@ loop:
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
+				if watched == nil {
+					// The watcher is gone: reload here. (While it runs,
+					// it reloads, so that no two reloads overlap and an
+					// older file never replaces a newer one.)
+					report(svc.ReloadFiles(f.configs...))
+					continue
+				}
 				select {
 				case hup <- struct{}{}:
 				default: // a reload is already due
@@ -377,6 +386,11 @@ loop:
 				logger.Error("cannot watch the config; reload with SIGHUP", "error", err)
 			}
 			watched = nil
+			select {
+			case <-hup: // a SIGHUP the watcher did not take
+				report(svc.ReloadFiles(f.configs...))
+			default:
+			}
 		}
 	}
 	cancel()

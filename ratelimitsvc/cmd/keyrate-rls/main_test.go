@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/keyrate/keyrate/internal/leaktest"
+	"github.com/keyrate/keyrate/ratelimitsvc"
 	"github.com/keyrate/keyrate/ratelimitsvc/internal/testredis"
 )
 
@@ -212,4 +214,29 @@ func TestUsageErrors(t *testing.T) {
 	if code := run([]string{"-h"}, &stdout, io.Discard, nil, nil); code != 0 || !strings.Contains(stdout.String(), "-redis-deny-cache") {
 		t.Errorf("-h: exit %d, %q", code, stdout.String())
 	}
+}
+
+// TestReloadWithoutWatcher: when the config cannot be watched (here the
+// watcher fails at once; in life, inotify's limits), the command says to
+// reload with SIGHUP, and SIGHUP reloads.
+func TestReloadWithoutWatcher(t *testing.T) {
+	defer func(w func(*ratelimitsvc.Service, context.Context, []string, <-chan struct{}, func(error)) error) {
+		watch = w
+	}(watch)
+	watch = func(*ratelimitsvc.Service, context.Context, []string, <-chan struct{}, func(error)) error {
+		return errors.New("inotify: too many instances")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	if err := os.WriteFile(path, []byte(config(3)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "-config", path)
+	waitFor(t, func() bool { return strings.Contains(s.stderr.String(), "reload with SIGHUP") })
+	if err := os.WriteFile(path, []byte(config(5)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.sig <- syscall.SIGHUP
+	waitFor(t, func() bool { l, _ := s.limit(t, "alice"); return l == 5 })
+	s.stop(t)
 }
