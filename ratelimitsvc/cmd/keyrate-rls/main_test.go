@@ -28,8 +28,14 @@ import (
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
-func config(perMinute int) string {
-	return fmt.Sprintf("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: %d\n", perMinute)
+// config is a limit of n a year: the tests count requests on the wall
+// clock, and a window that ended during a test would refill and fail it
+// (a minute's did, for a test run across the top of a minute). The
+// in-process store's year never ends in a test: it starts at most 210
+// days before the store does. Redis's starts at multiples of 365 days
+// since the Unix epoch.
+func config(n int) string {
+	return fmt.Sprintf("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: year\n      requests_per_unit: %d\n", n)
 }
 
 // syncBuf is a bytes.Buffer safe for the logger and the test at once.
@@ -119,7 +125,9 @@ func TestServe(t *testing.T) {
 			}
 			args := []string{"-config", dir, "-backend", backend}
 			if backend == "redis" {
-				args = append(args, "-redis-addr", testredis.Start(t).Addr)
+				// The default timeout, 50ms, fails a call on a loaded
+				// machine.
+				args = append(args, "-redis-addr", testredis.Start(t).Addr, "-redis-timeout", "10s")
 			}
 			s := start(t, args...)
 			for i := range 4 {
