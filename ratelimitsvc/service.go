@@ -385,7 +385,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			if err != nil {
 				return nil, err
 			}
-			ds[i].c, ds[i].metric = c, c.rule.Path
+			// An override is counted under the descriptor's own values,
+			// as envoyproxy/ratelimit counts it: no share_threshold.
+			ds[i].c, ds[i].metric, m.shared = c, c.rule.Path, nil
 		} else if m.rule != nil {
 			ds[i].c, ds[i].metric = st.rules[m.rule], m.metric
 			for _, r := range m.rule.Replaces {

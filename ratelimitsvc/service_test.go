@@ -431,3 +431,25 @@ func TestCheckAcrossWindowBoundary(t *testing.T) {
 		t.Fatalf("user=a, 3 a minute, admitted %d times in the minute after a check straddled its start", admitted)
 	}
 }
+
+// TestLimitOverrideKeysByValue: a descriptor with a limit override is
+// counted under its own values, as envoyproxy/ratelimit counts it (its
+// override takes no share_threshold), even where the config's rule for
+// it shares one count among the values its wildcard matches.
+func TestLimitOverrideKeysByValue(t *testing.T) {
+	r := newRig(t, "share.yaml", `
+domain: share
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`)
+	for _, v := range []string{"files/a.pdf", "files/b.csv"} {
+		d := desc("files=" + v)
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+		if resp := r.call(t, "share", d); resp.OverallCode != ok {
+			t.Fatalf("%s under an override of 1 an hour, the first request for it: %v", v, resp)
+		}
+	}
+}
