@@ -85,6 +85,7 @@ type compiled struct {
 	limits  []*rlspb.RateLimitResponse_RateLimit
 	maxCost int  // the smallest Burst of the rule's windows
 	deny    bool // a window of 0 requests per unit
+	shown   int  // the window a status names unless the store says: the 0 one, or the first
 	ctr     *counters
 }
 
@@ -310,8 +311,11 @@ func (s *Service) reload(cfg *Config) error {
 
 // compile resolves r's tier and metrics.
 func (s *Service) compile(r *Rule) (*compiled, error) {
-	c := &compiled{rule: r, deny: r.denyAll(), maxCost: math.MaxInt}
-	for _, w := range r.Windows {
+	c := &compiled{rule: r, maxCost: math.MaxInt}
+	for i, w := range r.Windows {
+		if w.RequestsPerUnit == 0 && !c.deny {
+			c.deny, c.shown = true, i
+		}
 		c.limits = append(c.limits, &rlspb.RateLimitResponse_RateLimit{
 			Name: r.Name, RequestsPerUnit: w.RequestsPerUnit, Unit: w.Unit,
 		})
@@ -496,7 +500,7 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 		ctr.hits.Add(float64(d.hits))
 		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
 	}
-	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: c.limits[0]}
+	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: c.limits[c.shown]}
 	over, decided := true, false
 	var dec keyrate.Decision
 	var err error
@@ -542,7 +546,7 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 		fill(st, c, dec)
 	}
 	if over && st.DurationUntilReset == nil {
-		st.DurationUntilReset = s.untilReset(c.limits[0])
+		st.DurationUntilReset = s.untilReset(c.limits[c.shown])
 	}
 	ctr.hits.Add(float64(d.hits))
 	st.Code = rlspb.RateLimitResponse_OK

@@ -453,3 +453,23 @@ descriptors:
 		}
 	}
 }
+
+// TestDenyAllNamesItsWindow: a rule one of whose windows allows 0
+// requests denies every request, and its status names that window.
+func TestDenyAllNamesItsWindow(t *testing.T) {
+	r := newRig(t, "deny.yaml", `
+domain: deny
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+      windows:
+        - {unit: hour, requests_per_unit: 0}
+`)
+	resp := r.call(t, "deny", desc("user=a"))
+	st := resp.Statuses[0]
+	if resp.OverallCode != over || st.CurrentLimit.GetRequestsPerUnit() != 0 || st.CurrentLimit.GetUnit() != rlspb.RateLimitResponse_RateLimit_HOUR || st.DurationUntilReset.AsDuration() != time.Hour {
+		t.Fatalf("a window of 0 an hour: %v", resp)
+	}
+}
