@@ -212,6 +212,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-config", dir, "-backend", "disk"}, `-backend "disk": want memory or redis`},
 		{[]string{"-config", dir, "-backend", "redis"}, "-backend redis needs -redis-addr"},
 		{[]string{"-config", dir, "-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-fallback-nodes", "2"}, "-redis-fallback-nodes 2 needs -redis-failure local"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(c.args, io.Discard, &stderr, nil, nil); code != 2 || !strings.Contains(stderr.String(), c.want) {
@@ -246,5 +247,32 @@ func TestReloadWithoutWatcher(t *testing.T) {
 	}
 	s.sig <- syscall.SIGHUP
 	waitFor(t, func() bool { l, _ := s.limit(t, "alice"); return l == 5 })
+	s.stop(t)
+}
+
+// TestFallbackShare: under -redis-failure local each process answers
+// from a store of its own while Redis is down, so a fleet of N would
+// admit N times each limit; -redis-fallback-nodes 2 gives this process
+// half of it (as the fleet's count through Redis would, once both had
+// announced themselves).
+func TestFallbackShare(t *testing.T) {
+	srv := testredis.Start(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	if err := os.WriteFile(path, []byte(config(10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "-config", path, "-backend", "redis", "-redis-addr", srv.Addr,
+		"-redis-failure", "local", "-redis-fallback-nodes", "2")
+	srv.Stop()
+	admitted := 0
+	for range 10 {
+		if _, code := s.limit(t, "x"); code == rlspb.RateLimitResponse_OK {
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Fatalf("10 a year, Redis down, a fleet of 2: this process admitted %d, want 5", admitted)
+	}
 	s.stop(t)
 }
