@@ -32,9 +32,21 @@
 // (a denied request finds the window full either way), but after a request
 // of several hits is refused, a smaller one still fits here (the refused
 // one's status says 0 remaining in both, as Envoy expects of a descriptor
-// over its limit). A check
-// (hits_addend 0) answers whether one more hit would fit. The differential
-// tests run envoyproxy/ratelimit itself beside this package to show both.
+// over its limit). A check (hits_addend 0) answers whether one more hit
+// would fit, so a full window is OVER_LIMIT (envoyproxy/ratelimit says OK
+// until the count exceeds the limit). The differential tests run
+// envoyproxy/ratelimit itself beside this package to show both.
+//
+// Envoy's API has more than envoyproxy/ratelimit reads, and this package
+// follows the API: a descriptor's is_negative_hits gives its hits back (a
+// keyrate refund, at most a limit's worth a request; envoyproxy/ratelimit
+// ignores the flag and counts the hits), and a limit override's
+// unit_multiplier lengthens its window (envoyproxy/ratelimit ignores it).
+// The in-process store (NewLocalStore) starts a year's windows every 365
+// days from a multiple of 210 days since the Unix epoch, not from the
+// epoch. envoyproxy/ratelimit's global quota mode, its merging of one
+// domain's files, and its response dynamic metadata (a descriptor's
+// metadata is read, and not sent) are not offered.
 //
 // # Reload
 //
