@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,11 +16,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/ratelimitsvc"
+	"github.com/keyrate/keyrate/ratelimitsvc/internal/rlsproc"
 	"github.com/keyrate/keyrate/ratelimitsvc/internal/testredis"
 	"github.com/keyrate/keyrate/redisbucket"
 )
@@ -66,16 +65,6 @@ func fileExists(p string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startEnvoyRatelimit runs envoyproxy/ratelimit on config (one file) and
 // the Redis at redisAddr, and returns a client of its gRPC server once
 // it is healthy.
@@ -87,16 +76,16 @@ func startEnvoyRatelimit(t *testing.T, bin, config, redisAddr string) rlspb.Rate
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "config.yaml", config)
-	grpcPort := freePort(t)
+	grpcPort, err := rlsproc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := rlsproc.EnvoyEnv(root, redisAddr, grpcPort)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"USE_STATSD=false", "LOG_LEVEL=warn",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr,
-		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", freePort(t)),
-		"GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", grpcPort),
-		"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", freePort(t)),
-	)
+	cmd.Env = append(os.Environ(), env...)
 	logf := filepath.Join(root, "log")
 	out, err := os.Create(logf)
 	if err != nil {
@@ -113,34 +102,16 @@ func startEnvoyRatelimit(t *testing.T, bin, config, redisAddr string) rlspb.Rate
 		<-exited
 		out.Close()
 	})
-	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr := fmt.Sprintf("127.0.0.1:%d", grpcPort)
+	if err := rlsproc.WaitServing(addr, time.Minute, exited); err != nil {
+		log, _ := os.ReadFile(logf)
+		t.Fatalf("envoyproxy/ratelimit: %v: %s", err, log)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	// Poll its health until it serves (a process starting: nothing to wait
-	// on but polling), for up to a minute.
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && r.Status == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(logf)
-			t.Fatalf("envoyproxy/ratelimit exited: %s", log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logf)
-			t.Fatalf("envoyproxy/ratelimit not healthy within a minute (%v): %s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	return rlspb.NewRateLimitServiceClient(conn)
 }
 
