@@ -19,8 +19,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/keyrate/keyrate"
-	"github.com/keyrate/keyrate/atomicbucket"
-	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/ratelimitsvc"
 )
 
@@ -329,24 +327,10 @@ func TestOverLimitRemainingZero(t *testing.T) {
 // values to fill the store would then have every new key admitted
 // without limit. Keys the store tracks are decided as before.
 func TestStoreFullIsOverLimit(t *testing.T) {
-	clk := clock.NewManual(0)
-	store, err := atomicbucket.New(keyrate.PerSecond(1), keyrate.WithClock(clk), keyrate.WithMaxKeys(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	svc, err := ratelimitsvc.New(store, mustParse(t, apiConfig), ratelimitsvc.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := serve(t, svc)
+	r := newRigStore(t, mustParse(t, apiConfig), []keyrate.Option{keyrate.WithMaxKeys(1)}, nil)
 	call := func(user string) *rlspb.RateLimitResponse {
 		t.Helper()
-		resp, err := client.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{desc("user=" + user)}})
-		if err != nil {
-			t.Fatalf("user %s: %v", user, err)
-		}
-		return resp
+		return r.call(t, "api", desc("user="+user))
 	}
 	if resp := call("a"); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 9 {
 		t.Fatalf("the first key: %v", resp)
@@ -361,7 +345,7 @@ func TestStoreFullIsOverLimit(t *testing.T) {
 		t.Fatalf("the tracked key: %v", resp)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(svc.Collector())
+	reg.MustRegister(r.svc.Collector())
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP keyrate_rls_backend_errors_total Store calls that failed (Redis unavailable, a store full), by domain and descriptor.
 # TYPE keyrate_rls_backend_errors_total counter
