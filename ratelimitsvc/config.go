@@ -329,18 +329,25 @@ func (c *Config) add(name string, data []byte) error {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return p.errf(nil, "config file cannot have empty domain (the file is empty)")
 	}
-	if at := aliasBomb(doc.Content[0]); at != nil {
-		return p.errf(at, "the alias *%s takes the nodes the file's aliases add past the %d they may (MaxAliasNodes)", at.Value, MaxAliasNodes)
+	if err := p.aliases(doc.Content[0]); err != nil {
+		return err
 	}
 	return p.root(doc.Content[0])
 }
 
-// aliasBomb returns the alias that takes the nodes the aliases under n
-// add past MaxAliasNodes, or nil if they stay within it.
-func aliasBomb(n *yaml.Node) *yaml.Node {
+// aliases checks the aliases under n: none may be inside the node it
+// names (a cycle, which reading would follow for ever), and together
+// they may add at most MaxAliasNodes nodes.
+func (p *parser) aliases(n *yaml.Node) error {
 	limit := literalNodes(n) + MaxAliasNodes
-	_, at := expandedNodes(n, map[*yaml.Node]int{}, limit)
-	return at
+	_, at, cycle := expandedNodes(n, map[*yaml.Node]int{}, limit)
+	switch {
+	case cycle:
+		return p.errf(at, "the alias *%s is inside the node it names", at.Value)
+	case at != nil:
+		return p.errf(at, "the alias *%s takes the nodes the file's aliases add past the %d they may (MaxAliasNodes)", at.Value, MaxAliasNodes)
+	}
+	return nil
 }
 
 // literalNodes counts the nodes written under n, an alias as one.
@@ -354,34 +361,39 @@ func literalNodes(n *yaml.Node) int {
 
 // expandedNodes counts n's nodes with every alias expanded where it is
 // used, up to limit+1; sizes holds the count of each node already
-// counted, so that the work is linear in the file. Past limit it returns
-// an alias that took the count there (there is one: the file's own nodes
-// are fewer than limit).
-func expandedNodes(n *yaml.Node, sizes map[*yaml.Node]int, limit int) (int, *yaml.Node) {
+// counted (0 while it is being counted), so that the work is linear in
+// the file. It stops at an alias inside the node it names (cycle), or
+// past limit at an alias that took the count there (there is one: the
+// file's own nodes are fewer than limit).
+func expandedNodes(n *yaml.Node, sizes map[*yaml.Node]int, limit int) (c int, at *yaml.Node, cycle bool) {
 	if c, ok := sizes[n]; ok {
-		return c, nil
+		return c, nil, false
 	}
-	c := 1
+	sizes[n] = 0
+	c = 1
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		a, at := expandedNodes(n.Alias, sizes, limit)
+		if done, ok := sizes[n.Alias]; ok && done == 0 {
+			return c, n, true
+		}
+		a, at, cycle := expandedNodes(n.Alias, sizes, limit)
 		if at != nil {
-			return a, at
+			return a, at, cycle
 		}
 		if c = a; c > limit {
-			return c, n
+			return c, n, false
 		}
 	}
 	for _, k := range n.Content {
-		kc, at := expandedNodes(k, sizes, limit)
+		kc, at, cycle := expandedNodes(k, sizes, limit)
 		if at != nil {
-			return c, at
+			return c, at, cycle
 		}
 		if c += kc; c > limit {
-			return c, firstAlias(n)
+			return c, firstAlias(n), false
 		}
 	}
 	sizes[n] = c
-	return c, nil
+	return c, nil, false
 }
 
 // firstAlias returns the first alias under n in document order.

@@ -234,3 +234,20 @@ descriptors:
 		t.Fatalf("%d rules from a config reusing blocks, want 6", n)
 	}
 }
+
+// TestConfigAliasCycle refuses an alias inside the node it names (YAML
+// lets an anchor's own content refer to it), naming the alias, rather
+// than following it for ever: the reader ran out of stack, a fatal
+// error no recover catches, and the reader before it out of memory.
+func TestConfigAliasCycle(t *testing.T) {
+	for _, y := range []string{
+		"domain: d\ndescriptors: &x [{key: a, descriptors: *x}]\n",
+		"domain: d\ndescriptors:\n  - &x\n    key: a\n    descriptors:\n      - key: b\n        descriptors: [*x]\n",
+	} {
+		_, err := ratelimitsvc.ParseConfig("cycle.yaml", []byte(y))
+		var ce *ratelimitsvc.ConfigError
+		if !errors.As(err, &ce) || ce.Line == 0 || !strings.Contains(err.Error(), "the alias *x is inside the node it names") {
+			t.Errorf("%q: %v, want a *ConfigError naming the alias", y, err)
+		}
+	}
+}

@@ -29,6 +29,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(apiConfig))
+	f.Add([]byte("domain: d\ndescriptors: &x [{key: a, descriptors: *x}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ratelimitsvc.ParseConfig("f.yaml", data)
 		var ce *ratelimitsvc.ConfigError
