@@ -109,7 +109,7 @@ type Rule struct {
 	File string
 	Line int
 
-	policy string // the keyrate policy's name: Path, made unique
+	policy string // the keyrate policy's name: see policyName
 }
 
 // denyAll reports whether a window of r admits nothing (0 requests per
@@ -123,7 +123,9 @@ func (r *Rule) denyAll() bool {
 	return false
 }
 
-// Policy returns the keyrate policy that enforces r, named for its path.
+// Policy returns the keyrate policy that enforces r, named for its path
+// (with '\' and '.' escaped by a '\' in the domain, keys and values, so
+// that no two rules' names are alike).
 // It is meaningless for an unlimited rule and for one that denies all.
 func (r *Rule) Policy() keyrate.Policy {
 	p := keyrate.Policy{Name: r.policy}
@@ -178,6 +180,14 @@ type wildcard struct {
 // MaxConfigBytes bounds a config file's size.
 const MaxConfigBytes = 16 << 20
 
+// MaxAliasNodes bounds the YAML nodes that aliases add to a config
+// file, each use of an alias counted as the nodes it names: a few
+// kilobytes of anchors, each a list of references to the one before,
+// would otherwise expand to millions of rules (a "billion laughs"). A
+// config that reuses a block by an alias, as configs do, stays far below
+// it.
+const MaxAliasNodes = 1 << 20
+
 // ParseConfig reads one file's contents, named name in errors. A file
 // holds one domain, as envoyproxy/ratelimit reads it. Errors are
 // *ConfigError, wrapping ErrInvalidConfig.
@@ -186,7 +196,6 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 	if err := c.add(name, data); err != nil {
 		return nil, err
 	}
-	c.name()
 	return c, nil
 }
 
@@ -232,7 +241,6 @@ func LoadConfig(paths ...string) (*Config, error) {
 			return nil, err
 		}
 	}
-	c.name()
 	return c, nil
 }
 
@@ -253,18 +261,28 @@ func readBounded(name string) ([]byte, error) {
 	return data, nil
 }
 
-// name gives each rule its policy name: its path, with "#2", "#3"... for
-// a path that an earlier rule has (keys that contain dots or
-// underscores can make two paths alike).
-func (c *Config) name() {
-	seen := map[string]int{}
-	for _, r := range c.rules {
-		seen[r.Path]++
-		r.policy = r.Path
-		if n := seen[r.Path]; n > 1 {
-			r.policy = r.Path + "#" + strconv.Itoa(n)
+// policyName extends the name of a rule's keyrate policy by one level:
+// prefix (empty at the domain) and the level's composite key, with '\'
+// and '.' escaped in it. Without either, the name is the rule's Path; with
+// them it still names one rule only (two paths read alike where a key
+// holds a dot: "a.b" at the top and "a" then "b" are both "d.a.b"), so
+// that the name of a rule's policy does not depend on the rules around
+// it, and a reload that reorders them lends no rule another's limits.
+func policyName(prefix, level string) string {
+	if strings.ContainsAny(level, `\.`) {
+		var b strings.Builder
+		for _, c := range []byte(level) {
+			if c == '\\' || c == '.' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
 		}
+		level = b.String()
 	}
+	if prefix == "" {
+		return level
+	}
+	return prefix + "." + level
 }
 
 // envoyKeys are the keys envoyproxy/ratelimit accepts anywhere in a file
@@ -311,7 +329,84 @@ func (c *Config) add(name string, data []byte) error {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return p.errf(nil, "config file cannot have empty domain (the file is empty)")
 	}
+	if err := p.aliases(doc.Content[0]); err != nil {
+		return err
+	}
 	return p.root(doc.Content[0])
+}
+
+// aliases checks the aliases under n: none may be inside the node it
+// names (a cycle, which reading would follow for ever), and together
+// they may add at most MaxAliasNodes nodes.
+func (p *parser) aliases(n *yaml.Node) error {
+	limit := literalNodes(n) + MaxAliasNodes
+	_, at, cycle := expandedNodes(n, map[*yaml.Node]int{}, limit)
+	switch {
+	case cycle:
+		return p.errf(at, "the alias *%s is inside the node it names", at.Value)
+	case at != nil:
+		return p.errf(at, "the alias *%s takes the nodes the file's aliases add past the %d they may (MaxAliasNodes)", at.Value, MaxAliasNodes)
+	}
+	return nil
+}
+
+// literalNodes counts the nodes written under n, an alias as one.
+func literalNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += literalNodes(k)
+	}
+	return c
+}
+
+// expandedNodes counts n's nodes with every alias expanded where it is
+// used, up to limit+1; sizes holds the count of each node already
+// counted (0 while it is being counted), so that the work is linear in
+// the file. It stops at an alias inside the node it names (cycle), or
+// past limit at an alias that took the count there (there is one: the
+// file's own nodes are fewer than limit).
+func expandedNodes(n *yaml.Node, sizes map[*yaml.Node]int, limit int) (c int, at *yaml.Node, cycle bool) {
+	if c, ok := sizes[n]; ok {
+		return c, nil, false
+	}
+	sizes[n] = 0
+	c = 1
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		if done, ok := sizes[n.Alias]; ok && done == 0 {
+			return c, n, true
+		}
+		a, at, cycle := expandedNodes(n.Alias, sizes, limit)
+		if at != nil {
+			return a, at, cycle
+		}
+		if c = a; c > limit {
+			return c, n, false
+		}
+	}
+	for _, k := range n.Content {
+		kc, at, cycle := expandedNodes(k, sizes, limit)
+		if at != nil {
+			return c, at, cycle
+		}
+		if c += kc; c > limit {
+			return c, firstAlias(n), false
+		}
+	}
+	sizes[n] = c
+	return c, nil, false
+}
+
+// firstAlias returns the first alias under n in document order.
+func firstAlias(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode {
+		return n
+	}
+	for _, k := range n.Content {
+		if a := firstAlias(k); a != nil {
+			return a
+		}
+	}
+	return nil
 }
 
 // yamlErr converts a YAML syntax error to a *ConfigError at its line.
@@ -449,7 +544,7 @@ func (p *parser) root(n *yaml.Node) error {
 	}
 	root := &node{children: map[string]*node{}}
 	if pr, ok := m["descriptors"]; ok {
-		if err := p.descriptors(root, domain, domain+".", pr); err != nil {
+		if err := p.descriptors(root, domain, domain+".", policyName("", domain), pr); err != nil {
 			return err
 		}
 	}
@@ -458,8 +553,8 @@ func (p *parser) root(n *yaml.Node) error {
 }
 
 // descriptors reads a descriptor list into parent, whose path (for rule
-// paths) is prefix.
-func (p *parser) descriptors(parent *node, domain, prefix string, pr pair) error {
+// paths) is prefix and whose policy name (see policyName) is polPrefix.
+func (p *parser) descriptors(parent *node, domain, prefix, polPrefix string, pr pair) error {
 	items, err := p.list(pr)
 	if err != nil {
 		return err
@@ -514,7 +609,7 @@ func (p *parser) descriptors(parent *node, domain, prefix string, pr pair) error
 			child.wildcardPattern = final
 		}
 		if rp, ok := m["rate_limit"]; ok && deref(rp.v).Tag != "!!null" {
-			r := &Rule{Domain: domain, Path: prefix + final, File: p.file, Line: rp.k.Line,
+			r := &Rule{Domain: domain, Path: prefix + final, policy: policyName(polPrefix, final), File: p.file, Line: rp.k.Line,
 				ShadowMode: flags["shadow_mode"], QuotaMode: flags["quota_mode"],
 				DetailedMetric: flags["detailed_metric"], ValueToMetric: flags["value_to_metric"]}
 			if err := p.rateLimit(r, rp); err != nil {
@@ -527,7 +622,7 @@ func (p *parser) descriptors(parent *node, domain, prefix string, pr pair) error
 			parent.wildcards = append(parent.wildcards, wildcard{key: final, parts: strings.Split(final, "*")})
 		}
 		if dp, ok := m["descriptors"]; ok {
-			if err := p.descriptors(child, domain, prefix+final+".", dp); err != nil {
+			if err := p.descriptors(child, domain, prefix+final+".", policyName(polPrefix, final), dp); err != nil {
 				return err
 			}
 		}
@@ -617,7 +712,6 @@ func (p *parser) rateLimit(r *Rule, pr pair) error {
 		}
 	}
 	if pol := r.Policy(); !r.denyAll() {
-		pol.Name = r.Path
 		if err := pol.Validate(); err != nil {
 			return &ConfigError{File: p.file, Line: pr.k.Line, Column: pr.k.Column, Msg: err.Error(), Err: err}
 		}

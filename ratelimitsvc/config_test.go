@@ -2,6 +2,7 @@ package ratelimitsvc_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,5 +184,70 @@ func TestLoadConfigDirectory(t *testing.T) {
 	}
 	if _, err := ratelimitsvc.LoadConfig(t.TempDir()); !errors.Is(err, ratelimitsvc.ErrInvalidConfig) {
 		t.Fatalf("an empty directory: %v", err)
+	}
+}
+
+// TestConfigAliasBomb refuses a config whose aliases add more than
+// MaxAliasNodes nodes (a "billion laughs": each level a list of ten
+// references to the level below), naming the alias, rather than building
+// millions of rules from a few kilobytes; a config that reuses a block by
+// an alias, as configs do, is read.
+func TestConfigAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors:\n  - key: base\n    descriptors: &l0\n")
+	for i := range 10 {
+		fmt.Fprintf(&b, "      - {key: k%d, rate_limit: {unit: second, requests_per_unit: 1}}\n", i)
+	}
+	for l := 1; l <= 5; l++ {
+		fmt.Fprintf(&b, "  - key: lvl%d\n    descriptors: &l%d\n", l, l)
+		for i := range 10 {
+			fmt.Fprintf(&b, "      - {key: k%d, descriptors: *l%d}\n", i, l-1)
+		}
+	}
+	_, err := ratelimitsvc.ParseConfig("bomb.yaml", []byte(b.String()))
+	var ce *ratelimitsvc.ConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, ratelimitsvc.ErrInvalidConfig) {
+		t.Fatalf("a %d-byte alias bomb: %v, want a *ConfigError", b.Len(), err)
+	}
+	if want := fmt.Sprintf("past the %d they may (MaxAliasNodes)", ratelimitsvc.MaxAliasNodes); ce.Line == 0 || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%v: want the alias's line and %q", err, want)
+	}
+
+	c, err := ratelimitsvc.ParseConfig("reuse.yaml", []byte(`
+domain: d
+descriptors:
+  - key: a
+    rate_limit: &std {unit: minute, requests_per_unit: 10}
+  - key: b
+    rate_limit: *std
+  - key: tenant
+    descriptors: &paths
+      - {key: path, value: /x, rate_limit: *std}
+      - {key: path, value: /y, rate_limit: *std}
+  - key: org
+    descriptors: *paths
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.Rules()); n != 6 {
+		t.Fatalf("%d rules from a config reusing blocks, want 6", n)
+	}
+}
+
+// TestConfigAliasCycle refuses an alias inside the node it names (YAML
+// lets an anchor's own content refer to it), naming the alias, rather
+// than following it for ever: the reader ran out of stack, a fatal
+// error no recover catches, and the reader before it out of memory.
+func TestConfigAliasCycle(t *testing.T) {
+	for _, y := range []string{
+		"domain: d\ndescriptors: &x [{key: a, descriptors: *x}]\n",
+		"domain: d\ndescriptors:\n  - &x\n    key: a\n    descriptors:\n      - key: b\n        descriptors: [*x]\n",
+	} {
+		_, err := ratelimitsvc.ParseConfig("cycle.yaml", []byte(y))
+		var ce *ratelimitsvc.ConfigError
+		if !errors.As(err, &ce) || ce.Line == 0 || !strings.Contains(err.Error(), "the alias *x is inside the node it names") {
+			t.Errorf("%q: %v, want a *ConfigError naming the alias", y, err)
+		}
 	}
 }

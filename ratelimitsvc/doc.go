@@ -13,7 +13,8 @@
 // # The mapping
 //
 // Each rate_limit block of the config is a Rule, and a keyrate.Policy of
-// the store named by the rule's path ("domain.key_value.key"): by default
+// the store named by the rule's path ("domain.key_value.key", with a '.'
+// or '\' inside a key or value escaped by a '\'): by default
 // one window, Limit{Rate: requests_per_unit, Per: unit} counted with
 // keyrate.FixedWindow, windows aligned to the Unix epoch, as
 // envoyproxy/ratelimit counts, so the two decide alike. keyrate's own
@@ -29,9 +30,23 @@
 // A denied descriptor spends nothing, where envoyproxy/ratelimit counts the
 // hits of a denied request too: with one hit a request the two agree
 // (a denied request finds the window full either way), but after a request
-// of several hits is refused, a smaller one still fits here. A check
-// (hits_addend 0) answers whether one more hit would fit. The differential
-// tests run envoyproxy/ratelimit itself beside this package to show both.
+// of several hits is refused, a smaller one still fits here (the refused
+// one's status says 0 remaining in both, as Envoy expects of a descriptor
+// over its limit). A check (hits_addend 0) answers whether one more hit
+// would fit, so a full window is OVER_LIMIT (envoyproxy/ratelimit says OK
+// until the count exceeds the limit). The differential tests run
+// envoyproxy/ratelimit itself beside this package to show both.
+//
+// Envoy's API has more than envoyproxy/ratelimit reads, and this package
+// follows the API: a descriptor's is_negative_hits gives its hits back (a
+// keyrate refund, at most a limit's worth a request; envoyproxy/ratelimit
+// ignores the flag and counts the hits), and a limit override's
+// unit_multiplier lengthens its window (envoyproxy/ratelimit ignores it).
+// The in-process store (NewLocalStore) starts a year's windows every 365
+// days from a multiple of 210 days since the Unix epoch, not from the
+// epoch. envoyproxy/ratelimit's global quota mode, its merging of one
+// domain's files, and its response dynamic metadata (a descriptor's
+// metadata is read, and not sent) are not offered.
 //
 // # Reload
 //

@@ -42,13 +42,24 @@ func newRig(t *testing.T, name, cfg string, opts ...ratelimitsvc.Option) *rig {
 
 func newRigConfig(t *testing.T, c *ratelimitsvc.Config, opts ...ratelimitsvc.Option) *rig {
 	t.Helper()
+	return newRigStore(t, c, nil, nil, opts...)
+}
+
+// newRigStore is newRigConfig with the store's options, and wrap, if not
+// nil, putting a store of the test's around it for the Service.
+func newRigStore(t *testing.T, c *ratelimitsvc.Config, storeOpts []keyrate.Option, wrap func(*atomicbucket.Store) keyrate.PolicyLimiter, opts ...ratelimitsvc.Option) *rig {
+	t.Helper()
 	clk := clock.NewManual(0)
-	store, err := atomicbucket.New(keyrate.PerSecond(1), keyrate.WithClock(clk))
+	store, err := atomicbucket.New(keyrate.PerSecond(1), append(storeOpts, keyrate.WithClock(clk))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	svc, err := ratelimitsvc.New(store, c, append([]ratelimitsvc.Option{ratelimitsvc.WithClock(clk)}, opts...)...)
+	var s keyrate.PolicyLimiter = store
+	if wrap != nil {
+		s = wrap(store)
+	}
+	svc, err := ratelimitsvc.New(s, c, append([]ratelimitsvc.Option{ratelimitsvc.WithClock(clk)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -119,3 +130,42 @@ const (
 	ok   = rlspb.RateLimitResponse_OK
 	over = rlspb.RateLimitResponse_OVER_LIMIT
 )
+
+// hookStore is an in-process store that runs a test's hook at a point of
+// interest inside the Service's calls, so that an interleaving happens
+// on every run: after each SetPolicy (inside Reload), and before a
+// RefundTier. A hook runs once; nil is none.
+type hookStore struct {
+	*atomicbucket.Store
+	afterSetPolicy func(keyrate.Policy)
+	beforeRefund   func()
+}
+
+func (h *hookStore) SetPolicy(p keyrate.Policy) error {
+	err := h.Store.SetPolicy(p)
+	if f := h.afterSetPolicy; f != nil && err == nil {
+		h.afterSetPolicy = nil
+		f(p)
+	}
+	return err
+}
+
+func (h *hookStore) RefundTier(key string, tier keyrate.Tier, cost int) error {
+	if f := h.beforeRefund; f != nil {
+		h.beforeRefund = nil
+		f()
+	}
+	return h.Store.RefundTier(key, tier, cost)
+}
+
+// newHookRig serves cfg from a hookStore on a manual clock at 0.
+func newHookRig(t *testing.T, cfg string, opts ...ratelimitsvc.Option) (*rig, *hookStore) {
+	t.Helper()
+	c, err := ratelimitsvc.ParseConfig("api.yaml", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hookStore{}
+	r := newRigStore(t, c, nil, func(s *atomicbucket.Store) keyrate.PolicyLimiter { h.Store = s; return h }, opts...)
+	return r, h
+}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -230,11 +232,16 @@ func TestWatch(t *testing.T) {
 	if l := limit(); l != 20 {
 		t.Fatalf("after the trigger, limit %d", l)
 	}
-	drain(reports)
 
-	// A bad file: reported, and the config stays.
+	// A bad file: reported, and the config stays. (The successes of the
+	// rewrite's own events may still be on their way: the first error is
+	// the bad file's.)
 	writeFile(t, dir, "api.yaml", "domain: api\ndescriptors: [\n")
-	if err := waitReport(t, reports); !errors.Is(err, ratelimitsvc.ErrInvalidConfig) {
+	err = waitReport(t, reports)
+	for err == nil {
+		err = waitReport(t, reports)
+	}
+	if !errors.Is(err, ratelimitsvc.ErrInvalidConfig) {
 		t.Fatalf("a bad file reported %v", err)
 	}
 	if l := limit(); l != 20 {
@@ -271,13 +278,51 @@ func waitReport(t *testing.T, reports <-chan error) error {
 	}
 }
 
-// drain discards the reports already made (a write is several events).
-func drain(reports <-chan error) {
-	for {
-		select {
-		case <-reports:
-		case <-time.After(2 * ratelimitsvc.DefaultDebounce):
-			return
+// TestReloadReorderedRules reloads a config whose two rules have paths
+// that read alike (a key "a.b", and a key "a" with a child "b": both
+// "api.a.b") in the other order. The rules did not change, so neither
+// may lend the other its limits: a request that the Service decides
+// while the reload is setting policies (the hook, after the first) is
+// decided under its own rule's limits, and the descriptor of 2 a minute
+// gets 2 in the minute.
+func TestReloadReorderedRules(t *testing.T) {
+	top := "  - key: a.b\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+	nested := "  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1000}\n"
+	c := func(n int) string {
+		return fmt.Sprintf("  - key: c\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", n)
+	}
+	r, h := newHookRig(t, "domain: api\ndescriptors:\n"+top+nested+c(5))
+	admitted := 0
+	spend := func() {
+		resp, err := r.svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{desc("a.b=x")}})
+		if err != nil {
+			t.Fatal(err)
 		}
+		if resp.OverallCode == ok {
+			admitted++
+		}
+	}
+	spend()
+	spend()
+	hooked := false
+	h.afterSetPolicy = func(keyrate.Policy) {
+		hooked = true
+		for range 5 {
+			spend()
+		}
+	}
+	// The same two rules, the other way round; c changes, so that the
+	// reload sets a policy whatever it names the two.
+	if err := r.svc.Reload(mustParse(t, "domain: api\ndescriptors:\n"+nested+top+c(6))); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		spend()
+	}
+	if !hooked {
+		t.Fatal("the reload set no policy")
+	}
+	if admitted != 2 {
+		t.Fatalf("a.b=x, 2 a minute, admitted %d times in the minute of a reload that reordered the rules", admitted)
 	}
 }

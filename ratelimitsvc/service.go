@@ -85,6 +85,7 @@ type compiled struct {
 	limits  []*rlspb.RateLimitResponse_RateLimit
 	maxCost int  // the smallest Burst of the rule's windows
 	deny    bool // a window of 0 requests per unit
+	shown   int  // the window a status names unless the store says: the 0 one, or the first
 	ctr     *counters
 }
 
@@ -310,8 +311,11 @@ func (s *Service) reload(cfg *Config) error {
 
 // compile resolves r's tier and metrics.
 func (s *Service) compile(r *Rule) (*compiled, error) {
-	c := &compiled{rule: r, deny: r.denyAll(), maxCost: math.MaxInt}
-	for _, w := range r.Windows {
+	c := &compiled{rule: r, maxCost: math.MaxInt}
+	for i, w := range r.Windows {
+		if w.RequestsPerUnit == 0 && !c.deny {
+			c.deny, c.shown = true, i
+		}
 		c.limits = append(c.limits, &rlspb.RateLimitResponse_RateLimit{
 			Name: r.Name, RequestsPerUnit: w.RequestsPerUnit, Unit: w.Unit,
 		})
@@ -346,7 +350,9 @@ type decision struct {
 // request's quota descriptors is). A request beyond the service's bounds
 // fails with codes.InvalidArgument; a store that fails (Redis unavailable
 // under FailClosed) fails the whole request with codes.Unavailable, for
-// Envoy's failure_mode_deny to answer.
+// Envoy's failure_mode_deny to answer, but a store that refuses a new key
+// (keyrate.ErrStoreFull: at its WithMaxKeys cap) makes that descriptor
+// OVER_LIMIT, as the store means it.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	resp, err := s.shouldRateLimit(ctx, req)
 	if err != nil {
@@ -383,7 +389,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			if err != nil {
 				return nil, err
 			}
-			ds[i].c, ds[i].metric = c, c.rule.Path
+			// An override is counted under the descriptor's own values,
+			// as envoyproxy/ratelimit counts it: no share_threshold.
+			ds[i].c, ds[i].metric, m.shared = c, c.rule.Path, nil
 		} else if m.rule != nil {
 			ds[i].c, ds[i].metric = st.rules[m.rule], m.metric
 			for _, r := range m.rule.Replaces {
@@ -492,54 +500,53 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 		ctr.hits.Add(float64(d.hits))
 		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
 	}
-	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: c.limits[0]}
-	over := false
+	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: c.limits[c.shown]}
+	over, decided := true, false
+	var dec keyrate.Decision
+	var err error
 	switch {
 	case c.deny:
-		over = true
-		st.DurationUntilReset = s.untilReset(c.limits[0])
+		// A window of 0 requests per unit: every request is over it.
 	case negative:
 		// is_negative_hits gives hits back: a refund, capped at what one
 		// request could have spent.
+		over = false
 		if d.hits > 0 {
-			if err := s.refund(ctx, d.key, c.tier, int(min(d.hits, uint64(c.maxCost)))); err != nil {
-				return nil, s.backendErr(c, d, err)
-			}
+			err = s.refund(ctx, d.key, c.tier, int(min(d.hits, uint64(c.maxCost))))
 		}
 	case d.hits == 0:
 		// A check: spend 1 and give it back, so that the answer is
 		// whether one more request would be admitted.
-		dec, err := s.allow(ctx, d.key, c.tier, 1)
-		if err != nil {
-			return nil, s.backendErr(c, d, err)
-		}
-		if dec.Allowed {
-			if err := s.refund(ctx, d.key, c.tier, 1); err != nil {
-				return nil, s.backendErr(c, d, err)
+		if dec, err = s.allow(ctx, d.key, c.tier, 1); err == nil && dec.Allowed {
+			if err = s.refund(ctx, d.key, c.tier, 1); err == nil {
+				dec.Remaining++
 			}
-			dec.Remaining++
 		}
-		over = !dec.Allowed
-		fill(st, c, dec)
+		decided = true
 	case d.hits > uint64(c.maxCost):
 		// More than the limit holds: over it, whatever the store holds.
-		over = true
-		st.DurationUntilReset = s.untilReset(c.limits[0])
 	default:
-		dec, err := s.allow(ctx, d.key, c.tier, int(d.hits))
-		switch {
-		case errors.Is(err, keyrate.ErrCostExceedsBurst):
-			// A store that holds back part of a Burst (redisbucket's
-			// leases) can refuse a cost the config allows: over the
-			// limit, nothing spent.
-			over = true
-			st.DurationUntilReset = s.untilReset(c.limits[0])
-		case err != nil:
-			return nil, s.backendErr(c, d, err)
-		default:
-			over = !dec.Allowed
-			fill(st, c, dec)
-		}
+		dec, err = s.allow(ctx, d.key, c.tier, int(d.hits))
+		decided = true
+	}
+	switch {
+	case errors.Is(err, keyrate.ErrCostExceedsBurst):
+		// A store that holds back part of a Burst (redisbucket's leases)
+		// can refuse a cost the config allows: over the limit, nothing
+		// spent.
+	case errors.Is(err, keyrate.ErrStoreFull):
+		// A store at its WithMaxKeys cap fails a new key closed: over
+		// the limit, rather than an error that Envoy's
+		// failure_mode_deny: false would admit.
+		s.m.errors.WithLabelValues(c.rule.Domain, c.rule.Path).Inc()
+	case err != nil:
+		return nil, s.backendErr(c, d, err)
+	case decided:
+		over = !dec.Allowed
+		fill(st, c, dec)
+	}
+	if over && st.DurationUntilReset == nil {
+		st.DurationUntilReset = s.untilReset(c.limits[c.shown])
 	}
 	ctr.hits.Add(float64(d.hits))
 	st.Code = rlspb.RateLimitResponse_OK
@@ -556,12 +563,16 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 	return st, nil
 }
 
-// fill sets a status's limit, remaining and reset from a decision.
+// fill sets a status's limit, remaining and reset from a decision. A
+// denial has 0 remaining, as envoyproxy/ratelimit answers, though a
+// request of fewer hits than the denied one may still fit.
 func fill(st *rlspb.RateLimitResponse_DescriptorStatus, c *compiled, d keyrate.Decision) {
 	if d.Window >= 0 && d.Window < len(c.limits) {
 		st.CurrentLimit = c.limits[d.Window]
 	}
-	st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+	if d.Allowed {
+		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+	}
 	st.DurationUntilReset = durationpb.New(d.WindowResetAfter)
 }
 
@@ -637,10 +648,14 @@ func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*comp
 		return c.(*compiled), nil
 	}
 	unit := Unit(o.GetUnit())
-	per := UnitDuration(unit) * time.Duration(mult)
-	if per <= 0 {
+	u := UnitDuration(unit)
+	if u <= 0 {
 		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: limit override of unit %v", ErrInvalidRequest, o.GetUnit()))
 	}
+	if most := uint32(min(math.MaxInt64/int64(u), math.MaxUint32)); mult > most {
+		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: limit override unit_multiplier %d of %v: more than the %d a window can be", ErrInvalidRequest, mult, o.GetUnit(), most))
+	}
+	per := u * time.Duration(mult)
 	if s.nOverride.Load() >= MaxOverrides {
 		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v: %d distinct overrides already, the most the service makes", ErrTooManyOverrides, MaxOverrides))
 	}

@@ -1,7 +1,9 @@
 package ratelimitsvc_test
 
 import (
+	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -281,5 +285,175 @@ func TestNewErrors(t *testing.T) {
 		if _, err := ratelimitsvc.New(c.store, c.cfg, c.opt); !errors.Is(err, keyrate.ErrInvalidOption) {
 			t.Errorf("New: %v, want ErrInvalidOption", err)
 		}
+	}
+}
+
+// TestOverLimitRemainingZero: a descriptor over its limit reports
+// limit_remaining 0, as envoyproxy/ratelimit does, however many hits it
+// asked for and whatever the window holds (all or nothing, so a smaller
+// request may still fit: limit_remaining is not that), and so do the
+// headers of the response.
+func TestOverLimitRemainingZero(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig, ratelimitsvc.WithHeaders(ratelimitsvc.Headers{}))
+	for _, c := range []struct {
+		d    *rlv3.RateLimitDescriptor
+		hits uint64
+		code rlspb.RateLimitResponse_Code
+		left uint32
+	}{
+		{desc("user=a"), 8, ok, 2},
+		{desc("user=a"), 5, over, 0},  // 2 left: the store refuses 5
+		{desc("user=a"), 11, over, 0}, // more than the limit holds
+		{desc("plan=pro", "user=b"), 3, ok, 1},
+		{desc("plan=pro", "user=b"), 3, over, 0}, // 1 left of the burst of 4
+	} {
+		c.d.HitsAddend = wrapperspb.UInt64(c.hits)
+		resp, err := r.try("api", 0, c.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.Statuses[0]
+		if st.Code != c.code || st.LimitRemaining != c.left || resp.ResponseHeadersToAdd[1].Value != strconv.Itoa(int(c.left)) {
+			t.Fatalf("%v, %d hits: %v, want %v with %d remaining", c.d.Entries, c.hits, resp, c.code, c.left)
+		}
+	}
+}
+
+// TestStoreFullIsOverLimit: a store at its WithMaxKeys cap refuses a new
+// key (keyrate.ErrStoreFull, failing closed); the service answers that
+// descriptor OVER_LIMIT, counted as a backend error, rather than failing
+// the call with UNAVAILABLE, which Envoy's failure_mode_deny: false (its
+// default, and the README's) would admit: a client minting descriptor
+// values to fill the store would then have every new key admitted
+// without limit. Keys the store tracks are decided as before.
+func TestStoreFullIsOverLimit(t *testing.T) {
+	r := newRigStore(t, mustParse(t, apiConfig), []keyrate.Option{keyrate.WithMaxKeys(1)}, nil)
+	call := func(user string) *rlspb.RateLimitResponse {
+		t.Helper()
+		return r.call(t, "api", desc("user="+user))
+	}
+	if resp := call("a"); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 9 {
+		t.Fatalf("the first key: %v", resp)
+	}
+	for _, u := range []string{"b", "c"} {
+		resp := call(u)
+		if st := resp.Statuses[0]; resp.OverallCode != over || st.Code != over || st.LimitRemaining != 0 || st.CurrentLimit.GetRequestsPerUnit() != 10 {
+			t.Fatalf("a new key in a full store: %v", resp)
+		}
+	}
+	if resp := call("a"); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 8 {
+		t.Fatalf("the tracked key: %v", resp)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.svc.Collector())
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keyrate_rls_backend_errors_total Store calls that failed (Redis unavailable, a store full), by domain and descriptor.
+# TYPE keyrate_rls_backend_errors_total counter
+keyrate_rls_backend_errors_total{descriptor="api.user",domain="api"} 2
+`), "keyrate_rls_backend_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLimitOverrideMultiplier: an override's unit_multiplier lengthens
+// its window; one whose window a time.Duration cannot hold (585 years
+// wrapped to 21 days) is refused with InvalidArgument naming the value
+// and the bound, rather than enforced over another window.
+func TestLimitOverrideMultiplier(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	d := desc("user=dora")
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(5)}
+	resp := r.call(t, "api", d)
+	if st := resp.Statuses[0]; resp.OverallCode != ok || st.DurationUntilReset.AsDuration() != 5*time.Minute || st.CurrentLimit.GetUnitMultiplier().GetValue() != 5 {
+		t.Fatalf("1 per 5 minutes: %v", resp)
+	}
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_YEAR, UnitMultiplier: wrapperspb.UInt32(585)}
+	_, err := r.try("api", 0, d)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "unit_multiplier 585") || !strings.Contains(err.Error(), "292") {
+		t.Fatalf("1 per 585 years: %v, want InvalidArgument naming 585 and the bound, 292", err)
+	}
+}
+
+// TestCheckAcrossWindowBoundary: a check (hits_addend 0) must not change
+// what a window admits. The service checks by spending 1 and refunding
+// it; when the window ends between the two (the hook: the clock reaches
+// the next minute, and 3 requests fill it), the refund lands in the new
+// window and hands it a fourth admission. Not fixed: the store has no
+// way to ask a tier's answer without spending (a PeekTier), which is
+// keyrate's to add.
+func TestCheckAcrossWindowBoundary(t *testing.T) {
+	r, h := newHookRig(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")
+	spend := func() bool {
+		resp, err := r.svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{desc("user=a")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.OverallCode == ok
+	}
+	r.clock.Set(59 * time.Second)
+	admitted := 0
+	h.beforeRefund = func() {
+		r.clock.Set(time.Minute)
+		for range 3 {
+			if spend() {
+				admitted++
+			}
+		}
+	}
+	check := desc("user=a")
+	check.HitsAddend = wrapperspb.UInt64(0)
+	if resp, err := r.try("api", 0, check); err != nil || resp.OverallCode != ok {
+		t.Fatalf("the check: %v %v", resp, err)
+	}
+	if h.beforeRefund != nil {
+		t.Fatal("the check refunded nothing")
+	}
+	if spend() {
+		admitted++
+	}
+	if admitted != 3 {
+		t.Fatalf("user=a, 3 a minute, admitted %d times in the minute after a check straddled its start", admitted)
+	}
+}
+
+// TestLimitOverrideKeysByValue: a descriptor with a limit override is
+// counted under its own values, as envoyproxy/ratelimit counts it (its
+// override takes no share_threshold), even where the config's rule for
+// it shares one count among the values its wildcard matches.
+func TestLimitOverrideKeysByValue(t *testing.T) {
+	r := newRig(t, "share.yaml", `
+domain: share
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 10}
+`)
+	for _, v := range []string{"files/a.pdf", "files/b.csv"} {
+		d := desc("files=" + v)
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+		if resp := r.call(t, "share", d); resp.OverallCode != ok {
+			t.Fatalf("%s under an override of 1 an hour, the first request for it: %v", v, resp)
+		}
+	}
+}
+
+// TestDenyAllNamesItsWindow: a rule one of whose windows allows 0
+// requests denies every request, and its status names that window.
+func TestDenyAllNamesItsWindow(t *testing.T) {
+	r := newRig(t, "deny.yaml", `
+domain: deny
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+      windows:
+        - {unit: hour, requests_per_unit: 0}
+`)
+	resp := r.call(t, "deny", desc("user=a"))
+	st := resp.Statuses[0]
+	if resp.OverallCode != over || st.CurrentLimit.GetRequestsPerUnit() != 0 || st.CurrentLimit.GetUnit() != rlspb.RateLimitResponse_RateLimit_HOUR || st.DurationUntilReset.AsDuration() != time.Hour {
+		t.Fatalf("a window of 0 an hour: %v", resp)
 	}
 }

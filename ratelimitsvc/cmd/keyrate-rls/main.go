@@ -81,6 +81,7 @@ type flags struct {
 	redisPrefix    string
 	redisTimeout   time.Duration
 	redisFailure   string
+	fallbackNodes  int
 	redisDenyCache int
 	leaseSize      int
 	leaseLife      time.Duration
@@ -129,7 +130,8 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.BoolVar(&f.redisCluster, "redis-cluster", false, "redis: the addresses are a Redis Cluster's")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", redisbucket.DefaultPrefix, "redis: the prefix of every key")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", 50*time.Millisecond, "redis: the most one call may take")
-	fs.StringVar(&f.redisFailure, "redis-failure", "closed", "redis: what to answer when Redis does not: closed (the call fails with UNAVAILABLE, for Envoy's failure_mode_deny to decide), open (allow) or local (an in-process store)")
+	fs.StringVar(&f.redisFailure, "redis-failure", "closed", "redis: what to answer when Redis does not: closed (the call fails with UNAVAILABLE, for Envoy's failure_mode_deny to decide: failure_mode_deny: false admits it), open (allow every request: no limit at all during an outage) or local (an in-process store, each process a share of every limit: see -redis-fallback-nodes)")
+	fs.IntVar(&f.fallbackNodes, "redis-fallback-nodes", 0, "redis, -redis-failure local: the processes sharing Redis, each of which answers with 1/n of every limit while Redis is down (0: the count of processes heard from through Redis, which is 1 until others announce themselves)")
 	fs.IntVar(&f.redisDenyCache, "redis-deny-cache", 0, "redis: keys to answer locally while Redis denies them (0: none)")
 	fs.IntVar(&f.leaseSize, "redis-lease-size", 0, "redis: tokens a hot token-bucket key takes from Redis at once (0: no leases)")
 	fs.DurationVar(&f.leaseLife, "redis-lease-life", 10*time.Millisecond, "redis: how long a lease's tokens may be handed out")
@@ -165,6 +167,10 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 		return f, errors.New("-backend redis needs -redis-addr")
 	case f.backend == "redis" && f.maxKeyBytes > redisbucket.MaxKeyLen:
 		return f, fmt.Errorf("-max-key-bytes %d is above Redis's store's %d", f.maxKeyBytes, redisbucket.MaxKeyLen)
+	case f.fallbackNodes < 0:
+		return f, fmt.Errorf("-redis-fallback-nodes %d is below 0", f.fallbackNodes)
+	case f.fallbackNodes > 0 && f.redisFailure != "local":
+		return f, fmt.Errorf("-redis-fallback-nodes %d needs -redis-failure local", f.fallbackNodes)
 	case f.maxRecvBytes < 1:
 		return f, fmt.Errorf("-max-request-bytes %d is below 1", f.maxRecvBytes)
 	}
@@ -223,6 +229,15 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 		redisbucket.WithFailurePolicy(fp),
 		redisbucket.WithOnError(func(err error) { logger.Debug("redis", "error", err) }),
 	}, shared...)
+	if fp == redisbucket.FallbackLocal {
+		// Each process's fallback is its own: divide the limits among
+		// the fleet, counted through Redis while it answers, or at least
+		// among -redis-fallback-nodes.
+		opts = append(opts, redisbucket.WithNodeCount(redisbucket.NodeCount{}))
+		if f.fallbackNodes > 0 {
+			opts = append(opts, redisbucket.WithFallbackNodes(f.fallbackNodes))
+		}
+	}
 	if f.redisDenyCache > 0 {
 		opts = append(opts, redisbucket.WithDenyCache(f.redisDenyCache))
 	}
@@ -250,6 +265,9 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 	}
 	return s, []ratelimitsvc.Option{ratelimitsvc.WithValidate(validate)}, func() { s.Close(); client.Close() }, nil
 }
+
+// watch is Service.Watch; a test replaces it to make the watcher fail.
+var watch = (*ratelimitsvc.Service).Watch
 
 // run is the command: it serves until SIGINT or SIGTERM arrives on sig,
 // reloading on SIGHUP. ready, if not nil, is called with the listeners'
@@ -339,15 +357,14 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal, ready fu
 	ctx, cancel := context.WithCancel(context.Background())
 	hup := make(chan struct{}, 1)
 	watched := make(chan error, 1)
-	go func() {
-		watched <- svc.Watch(ctx, f.configs, hup, func(err error) {
-			if err != nil {
-				logger.Error("config reload failed; the last good config stays", "error", err)
-				return
-			}
-			logger.Info("config reloaded", "rules", len(svc.Config().Rules()), "domains", strings.Join(svc.Config().Domains(), ","))
-		})
-	}()
+	report := func(err error) {
+		if err != nil {
+			logger.Error("config reload failed; the last good config stays", "error", err)
+			return
+		}
+		logger.Info("config reloaded", "rules", len(svc.Config().Rules()), "domains", strings.Join(svc.Config().Domains(), ","))
+	}
+	go func() { watched <- watch(svc, ctx, f.configs, hup, report) }()
 	logger.Info("keyrate-rls serving", "grpc", gl.Addr().String(), "metrics", maddr, "backend", f.backend,
 		"rules", len(cfg.Rules()), "domains", strings.Join(cfg.Domains(), ","))
 	if ready != nil {
@@ -360,6 +377,13 @@ loop:
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
+				if watched == nil {
+					// The watcher is gone: reload here. (While it runs,
+					// it reloads, so that no two reloads overlap and an
+					// older file never replaces a newer one.)
+					report(svc.ReloadFiles(f.configs...))
+					continue
+				}
 				select {
 				case hup <- struct{}{}:
 				default: // a reload is already due
@@ -377,6 +401,11 @@ loop:
 				logger.Error("cannot watch the config; reload with SIGHUP", "error", err)
 			}
 			watched = nil
+			select {
+			case <-hup: // a SIGHUP the watcher did not take
+				report(svc.ReloadFiles(f.configs...))
+			default:
+			}
 		}
 	}
 	cancel()

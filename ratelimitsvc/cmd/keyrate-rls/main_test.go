@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,13 +22,20 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/keyrate/keyrate/internal/leaktest"
+	"github.com/keyrate/keyrate/ratelimitsvc"
 	"github.com/keyrate/keyrate/ratelimitsvc/internal/testredis"
 )
 
 func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
 
-func config(perMinute int) string {
-	return fmt.Sprintf("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: %d\n", perMinute)
+// config is a limit of n a year: the tests count requests on the wall
+// clock, and a window that ended during a test would refill and fail it
+// (a minute's did, for a test run across the top of a minute). The
+// in-process store's year never ends in a test: it starts at most 210
+// days before the store does. Redis's starts at multiples of 365 days
+// since the Unix epoch.
+func config(n int) string {
+	return fmt.Sprintf("domain: api\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: year\n      requests_per_unit: %d\n", n)
 }
 
 // syncBuf is a bytes.Buffer safe for the logger and the test at once.
@@ -117,7 +125,9 @@ func TestServe(t *testing.T) {
 			}
 			args := []string{"-config", dir, "-backend", backend}
 			if backend == "redis" {
-				args = append(args, "-redis-addr", testredis.Start(t).Addr)
+				// The default timeout, 50ms, fails a call on a loaded
+				// machine.
+				args = append(args, "-redis-addr", testredis.Start(t).Addr, "-redis-timeout", "10s")
 			}
 			s := start(t, args...)
 			for i := range 4 {
@@ -202,6 +212,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-config", dir, "-backend", "disk"}, `-backend "disk": want memory or redis`},
 		{[]string{"-config", dir, "-backend", "redis"}, "-backend redis needs -redis-addr"},
 		{[]string{"-config", dir, "-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-fallback-nodes", "2"}, "-redis-fallback-nodes 2 needs -redis-failure local"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(c.args, io.Discard, &stderr, nil, nil); code != 2 || !strings.Contains(stderr.String(), c.want) {
@@ -212,4 +223,56 @@ func TestUsageErrors(t *testing.T) {
 	if code := run([]string{"-h"}, &stdout, io.Discard, nil, nil); code != 0 || !strings.Contains(stdout.String(), "-redis-deny-cache") {
 		t.Errorf("-h: exit %d, %q", code, stdout.String())
 	}
+}
+
+// TestReloadWithoutWatcher: when the config cannot be watched (here the
+// watcher fails at once; in life, inotify's limits), the command says to
+// reload with SIGHUP, and SIGHUP reloads.
+func TestReloadWithoutWatcher(t *testing.T) {
+	defer func(w func(*ratelimitsvc.Service, context.Context, []string, <-chan struct{}, func(error)) error) {
+		watch = w
+	}(watch)
+	watch = func(*ratelimitsvc.Service, context.Context, []string, <-chan struct{}, func(error)) error {
+		return errors.New("inotify: too many instances")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	if err := os.WriteFile(path, []byte(config(3)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "-config", path)
+	waitFor(t, func() bool { return strings.Contains(s.stderr.String(), "reload with SIGHUP") })
+	if err := os.WriteFile(path, []byte(config(5)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.sig <- syscall.SIGHUP
+	waitFor(t, func() bool { l, _ := s.limit(t, "alice"); return l == 5 })
+	s.stop(t)
+}
+
+// TestFallbackShare: under -redis-failure local each process answers
+// from a store of its own while Redis is down, so a fleet of N would
+// admit N times each limit; -redis-fallback-nodes 2 gives this process
+// half of it (as the fleet's count through Redis would, once both had
+// announced themselves).
+func TestFallbackShare(t *testing.T) {
+	srv := testredis.Start(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "api.yaml")
+	if err := os.WriteFile(path, []byte(config(10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "-config", path, "-backend", "redis", "-redis-addr", srv.Addr,
+		"-redis-failure", "local", "-redis-fallback-nodes", "2")
+	srv.Stop()
+	admitted := 0
+	for range 10 {
+		if _, code := s.limit(t, "x"); code == rlspb.RateLimitResponse_OK {
+			admitted++
+		}
+	}
+	if admitted != 5 {
+		t.Fatalf("10 a year, Redis down, a fleet of 2: this process admitted %d, want 5", admitted)
+	}
+	s.stop(t)
 }

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,8 +35,8 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/keyrate/keyrate/ratelimitsvc/internal/rlsproc"
 	"github.com/keyrate/keyrate/ratelimitsvc/internal/testredis"
 )
 
@@ -138,14 +137,16 @@ func run(o opts) error {
 			note = fmt.Sprintf("envoyproxy/ratelimit not measured: %v", err)
 		} else {
 			subjects = append(subjects, subject{"envoyproxy/ratelimit+redis", func() (string, func(), error) {
-				port := freePort()
-				// Without a statsd its stats would go to a debug log: they
-				// are off, which can only flatter its figures.
-				env := []string{"USE_STATSD=false", "DISABLE_STATS=true", "LOG_LEVEL=warn", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + rs.Addr,
-					"RUNTIME_ROOT=" + filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-					"HOST=127.0.0.1", fmt.Sprintf("PORT=%d", freePort()), "GRPC_HOST=127.0.0.1", fmt.Sprintf("GRPC_PORT=%d", port),
-					"DEBUG_HOST=127.0.0.1", fmt.Sprintf("DEBUG_PORT=%d", freePort())}
-				return startProc(o.envoyBin, nil, env, fmt.Sprintf("127.0.0.1:%d", port))
+				port, err := rlsproc.FreePort()
+				if err != nil {
+					return "", nil, err
+				}
+				// Its stats are off, which can only flatter its figures.
+				env, err := rlsproc.EnvoyEnv(filepath.Join(dir, "runtime"), rs.Addr, port)
+				if err != nil {
+					return "", nil, err
+				}
+				return startProc(o.envoyBin, nil, env, port)
 			}})
 		}
 	} else {
@@ -153,7 +154,10 @@ func run(o opts) error {
 	}
 	keyrate := func(name string, args ...string) subject {
 		return subject{name, func() (string, func(), error) {
-			port := freePort()
+			port, err := rlsproc.FreePort()
+			if err != nil {
+				return "", nil, err
+			}
 			// -redis-timeout 10s: envoyproxy/ratelimit's Redis timeout
 			// (keyrate-rls's default, 50ms, can fail calls on a loaded
 			// 2-core machine, which would measure the failure policy).
@@ -161,7 +165,7 @@ func run(o opts) error {
 			if strings.HasPrefix(name, "floor") {
 				a[1] = floorCfg
 			}
-			return startProc(o.keyrateBin, a, nil, fmt.Sprintf("127.0.0.1:%d", port))
+			return startProc(o.keyrateBin, a, nil, port)
 		}}
 	}
 	subjects = append(subjects,
@@ -217,45 +221,23 @@ func run(o opts) error {
 }
 
 // startProc starts a server and waits (up to a minute) until its gRPC
-// health service answers SERVING at addr.
-func startProc(bin string, args, env []string, addr string) (string, func(), error) {
+// health service answers SERVING on loopback port port.
+func startProc(bin string, args, env []string, port int) (string, func(), error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
 	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() { _ = cmd.Process.Kill(); <-exited }
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := rlsproc.WaitServing(addr, time.Minute, exited); err != nil {
 		stop()
 		return "", nil, err
 	}
-	defer conn.Close()
-	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && r.Status == healthpb.HealthCheckResponse_SERVING {
-			return addr, stop, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("not serving within a minute: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return addr, stop, nil
 }
 
 // result is one measurement.

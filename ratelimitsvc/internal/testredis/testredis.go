@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keyrate/keyrate/ratelimitsvc/internal/rlsproc"
 )
 
 // Server is one redis-server process.
@@ -50,7 +52,7 @@ func Start(tb testing.TB) *Server {
 func Run(bin, dir string) (*Server, error) {
 	var last error
 	for range 5 {
-		port, err := freePort()
+		port, err := rlsproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -116,13 +118,4 @@ func (s *Server) do(cmd string) (string, error) {
 		err = errors.New(line)
 	}
 	return line, err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
