@@ -84,6 +84,13 @@ type PolicyLimiter interface {
 	// allowed and nothing is stored.
 	AllowTier(key string, tier Tier, cost int) (Decision, error)
 
+	// PeekTier is Peek under tier's policy: it reports what a cost-1
+	// AllowTier would get now, spending nothing and storing nothing (a
+	// key under another policy is carried to tier's only in the answer,
+	// as AllowTier would carry it). It returns an error wrapping
+	// ErrUnknownPolicy for a Tier of another store.
+	PeekTier(key string, tier Tier) (Decision, error)
+
 	// Refund gives cost tokens back to key under key's policy (as AllowN
 	// chooses it): every window gains cost tokens, capped at its Burst. It
 	// is exact: a refund of what a request spent, made before the bucket

@@ -330,6 +330,12 @@ func (s *Store) Cancel(r keyrate.Reservation) bool { return s.buckets.Cancel(r) 
 // nothing and storing nothing.
 func (s *Store) Peek(key string) keyrate.Decision { return s.buckets.PeekKey(key) }
 
+// PeekTier reports what a cost-1 request for key would get under tier's
+// policy, spending nothing. See keyrate.PolicyLimiter.
+func (s *Store) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {
+	return s.buckets.PeekTier(key, tier)
+}
+
 // Tier returns a handle on the policy named name. See
 // keyrate.PolicyLimiter.
 func (s *Store) Tier(name string) (keyrate.Tier, error) { return s.pols.Tier(name) }

@@ -138,7 +138,16 @@ const (
 type hookStore struct {
 	*atomicbucket.Store
 	afterSetPolicy func(keyrate.Policy)
-	beforeRefund   func()
+	afterPeek      func()
+}
+
+func (h *hookStore) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {
+	d, err := h.Store.PeekTier(key, tier)
+	if f := h.afterPeek; f != nil {
+		h.afterPeek = nil
+		f()
+	}
+	return d, err
 }
 
 func (h *hookStore) SetPolicy(p keyrate.Policy) error {
@@ -148,14 +157,6 @@ func (h *hookStore) SetPolicy(p keyrate.Policy) error {
 		f(p)
 	}
 	return err
-}
-
-func (h *hookStore) RefundTier(key string, tier keyrate.Tier, cost int) error {
-	if f := h.beforeRefund; f != nil {
-		h.beforeRefund = nil
-		f()
-	}
-	return h.Store.RefundTier(key, tier, cost)
 }
 
 // newHookRig serves cfg from a hookStore on a manual clock at 0.

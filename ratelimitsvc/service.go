@@ -46,6 +46,7 @@ const (
 // ends when the RPC does.
 type ContextStore interface {
 	AllowTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int) (keyrate.Decision, error)
+	PeekTierContext(ctx context.Context, key string, tier keyrate.Tier) (keyrate.Decision, error)
 	RefundTierContext(ctx context.Context, key string, tier keyrate.Tier, cost int) error
 }
 
@@ -515,13 +516,10 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 			err = s.refund(ctx, d.key, c.tier, int(min(d.hits, uint64(c.maxCost))))
 		}
 	case d.hits == 0:
-		// A check: spend 1 and give it back, so that the answer is
-		// whether one more request would be admitted.
-		if dec, err = s.allow(ctx, d.key, c.tier, 1); err == nil && dec.Allowed {
-			if err = s.refund(ctx, d.key, c.tier, 1); err == nil {
-				dec.Remaining++
-			}
-		}
+		// A check: whether one more request would be admitted, spending
+		// nothing (a spend and a refund would hand the refund to the next
+		// window if one started between them).
+		dec, err = s.peek(ctx, d.key, c.tier)
 		decided = true
 	case d.hits > uint64(c.maxCost):
 		// More than the limit holds: over it, whatever the store holds.
@@ -581,6 +579,13 @@ func (s *Service) allow(ctx context.Context, key string, tier keyrate.Tier, cost
 		return s.ctxStore.AllowTierContext(ctx, key, tier, cost)
 	}
 	return s.store.AllowTier(key, tier, cost)
+}
+
+func (s *Service) peek(ctx context.Context, key string, tier keyrate.Tier) (keyrate.Decision, error) {
+	if s.ctxStore != nil {
+		return s.ctxStore.PeekTierContext(ctx, key, tier)
+	}
+	return s.store.PeekTier(key, tier)
 }
 
 func (s *Service) refund(ctx context.Context, key string, tier keyrate.Tier, cost int) error {

@@ -375,12 +375,12 @@ func TestLimitOverrideMultiplier(t *testing.T) {
 }
 
 // TestCheckAcrossWindowBoundary: a check (hits_addend 0) must not change
-// what a window admits. The service checks by spending 1 and refunding
-// it; when the window ends between the two (the hook: the clock reaches
-// the next minute, and 3 requests fill it), the refund lands in the new
-// window and hands it a fourth admission. Not fixed: the store has no
-// way to ask a tier's answer without spending (a PeekTier), which is
-// keyrate's to add.
+// what a window admits. The service once checked by spending 1 and
+// refunding it; when the window ended between the two (the hook: the
+// clock reaches the next minute, and 3 requests fill it), the refund
+// landed in the new window and handed it a fourth admission. It now
+// peeks (keyrate.PolicyLimiter.PeekTier), which spends nothing: the hook
+// runs the same requests after the peek, and the new window admits 3.
 func TestCheckAcrossWindowBoundary(t *testing.T) {
 	r, h := newHookRig(t, "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n")
 	spend := func() bool {
@@ -392,7 +392,7 @@ func TestCheckAcrossWindowBoundary(t *testing.T) {
 	}
 	r.clock.Set(59 * time.Second)
 	admitted := 0
-	h.beforeRefund = func() {
+	h.afterPeek = func() {
 		r.clock.Set(time.Minute)
 		for range 3 {
 			if spend() {
@@ -402,11 +402,11 @@ func TestCheckAcrossWindowBoundary(t *testing.T) {
 	}
 	check := desc("user=a")
 	check.HitsAddend = wrapperspb.UInt64(0)
-	if resp, err := r.try("api", 0, check); err != nil || resp.OverallCode != ok {
+	if resp, err := r.try("api", 0, check); err != nil || resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 3 {
 		t.Fatalf("the check: %v %v", resp, err)
 	}
-	if h.beforeRefund != nil {
-		t.Fatal("the check refunded nothing")
+	if h.afterPeek != nil {
+		t.Fatal("the check did not peek")
 	}
 	if spend() {
 		admitted++

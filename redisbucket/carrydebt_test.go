@@ -36,6 +36,7 @@ func TestCarryDebt(t *testing.T) {
 	t.Run("LogToShorterLog", func(t *testing.T) { conformance.CarryLogToShorterLog(t, openCarry) })
 	t.Run("RefundOverN", func(t *testing.T) { conformance.CarryRefundOverN(t, openCarry) })
 	t.Run("WindowsByLength", func(t *testing.T) { conformance.CarryWindowsByLength(t, openCarry) })
+	t.Run("PeekTier", func(t *testing.T) { conformance.PeekTier(t, openCarry) })
 }
 
 // TestUnlimitedReservationAt is conformance.UnlimitedReservationAt on a

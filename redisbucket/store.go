@@ -474,6 +474,11 @@ func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, 
 	if err != nil {
 		return keyrate.Decision{}, err
 	}
+	return s.peek(ctx, key, rs)
+}
+
+// peek is PeekContext under rs.
+func (s *Store) peek(ctx context.Context, key string, rs *rules.Rules) (keyrate.Decision, error) {
 	if err := checkKey(key); err != nil {
 		return keyrate.Decision{}, err
 	}
@@ -486,6 +491,7 @@ func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, 
 	var st [keyrate.MaxLimits]rules.State
 	n := rs.Len()
 	var t0 time.Duration
+	var err error
 	if _, t0, err = s.eval(ctx, key, rs, 0, st[:n]); err == nil {
 		return rs.Peek(st[:n], t0), nil
 	}
@@ -497,7 +503,12 @@ func (s *Store) PeekContext(ctx context.Context, key string) (keyrate.Decision, 
 	case FailOpen:
 		return keyrate.Decision{Allowed: true, Policy: rs.Name(), Limit: first(rs)}, nil
 	case FallbackLocal:
-		return s.fallback.Peek(key), nil
+		if t, terr := s.fallback.Tier(rs.Name()); terr == nil {
+			if d, perr := s.fallback.PeekTier(key, t); perr == nil {
+				return d, nil
+			}
+		}
+		return closed(rs, 1), nil // not reached: the fallback has every policy
 	}
 	return closed(rs, 1), err
 }

@@ -35,6 +35,26 @@ func (s *Store) AllowTierContext(ctx context.Context, key string, tier keyrate.T
 	return s.allow(ctx, key, rs, cost)
 }
 
+// PeekTier is PeekTierContext with context.Background(): still bounded
+// by the store's timeout.
+func (s *Store) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {
+	return s.PeekTierContext(context.Background(), key, tier)
+}
+
+// PeekTierContext is PeekContext under tier's policy (its current version)
+// instead of key's: what a cost-1 AllowTierContext would get now, spending
+// and storing nothing, in one round trip (the script's peek, which writes
+// nothing, carries a value of another policy only in its answer). It
+// returns an error wrapping keyrate.ErrUnknownPolicy for a Tier of
+// another store, and otherwise PeekContext's errors.
+func (s *Store) PeekTierContext(ctx context.Context, key string, tier keyrate.Tier) (keyrate.Decision, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return s.peek(orBackground(ctx), key, rs)
+}
+
 // Refund is RefundContext with context.Background(): still bounded by the
 // store's timeout.
 func (s *Store) Refund(key string, cost int) error {

@@ -338,6 +338,21 @@ func (s *Store) Peek(key string) keyrate.Decision {
 	if err != nil {
 		return keyrate.Decision{}
 	}
+	return s.peek(key, rs)
+}
+
+// PeekTier reports what a cost-1 request for key would get under tier's
+// policy, spending nothing. See keyrate.PolicyLimiter.
+func (s *Store) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {
+	rs, err := s.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return s.peek(key, rs), nil
+}
+
+// peek is Peek under rs.
+func (s *Store) peek(key string, rs *rules.Rules) keyrate.Decision {
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision()
 	}

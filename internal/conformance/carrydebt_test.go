@@ -19,6 +19,7 @@ func TestCarryDebt(t *testing.T) {
 		{"LogToShorterLog", conformance.CarryLogToShorterLog},
 		{"RefundOverN", conformance.CarryRefundOverN},
 		{"WindowsByLength", conformance.CarryWindowsByLength},
+		{"PeekTier", conformance.PeekTier},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

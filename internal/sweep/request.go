@@ -187,6 +187,15 @@ func (m *Map[B]) PeekKey(key string) keyrate.Decision {
 	return m.Peek(key, rs)
 }
 
+// PeekTier is keyrate.PolicyLimiter's PeekTier: Peek under tier's policy.
+func (m *Map[B]) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {
+	rs, err := m.pols.Rules(tier)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return m.Peek(key, rs), nil
+}
+
 // RefundKey is keyrate.PolicyLimiter's Refund: Refund under key's policy,
 // after checking cost.
 func (m *Map[B]) RefundKey(key string, cost int) error {
