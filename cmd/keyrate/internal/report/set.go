@@ -260,10 +260,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 				continue
 			}
 			for _, v := range res.Values {
-				unit, val := v.Unit, v.Value
-				if v.OrigUnit != "" {
-					unit, val = v.OrigUnit, v.OrigValue
-				}
+				unit, val := printed(v)
 				c := Cell{Bench: benchRedis, Subject: op, Clients: clients, Unit: unit}
 				s.values[c] = append(s.values[c], val)
 			}
@@ -285,10 +282,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 				continue
 			}
 			for _, v := range res.Values {
-				unit, val := v.Unit, v.Value
-				if v.OrigUnit != "" {
-					unit, val = v.OrigUnit, v.OrigValue
-				}
+				unit, val := printed(v)
 				c := mwCell(mw, run, procs, unit)
 				s.values[c] = append(s.values[c], val)
 			}
@@ -312,10 +306,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 				continue
 			}
 			for _, v := range res.Values {
-				unit, val := v.Unit, v.Value
-				if v.OrigUnit != "" {
-					unit, val = v.OrigUnit, v.OrigValue
-				}
+				unit, val := printed(v)
 				c := hotKeyCell(leases, unit)
 				s.values[c] = append(s.values[c], val)
 			}
@@ -351,10 +342,7 @@ func Read(r io.Reader, label string) (*Set, error) {
 				Unit:     key.Get(unitField),
 			}
 			v := res.Values[i]
-			if v.OrigUnit != "" { // undo benchfmt's tidying: ns/op, not sec/op
-				c.Unit = v.OrigUnit
-				v.Value = v.OrigValue
-			}
+			c.Unit, v.Value = printed(v)
 			s.values[c] = append(s.values[c], v.Value)
 			if !seenSubj[c.Subject] {
 				seenSubj[c.Subject] = true
@@ -422,10 +410,7 @@ type warning struct {
 // call of zero. It quotes the value as the file has it.
 func badValue(res *benchfmt.Result) string {
 	for _, v := range res.Values {
-		val, unit := v.Value, v.Unit
-		if v.OrigUnit != "" { // as printed: ns/op, not sec/op
-			val, unit = v.OrigValue, v.OrigUnit
-		}
+		unit, val := printed(v)
 		switch {
 		case math.IsNaN(val) || math.IsInf(val, 0):
 			return fmt.Sprintf("%v %s is not a finite number", val, unit)
@@ -678,4 +663,13 @@ func (s *Set) memoryProcs(subject string) int {
 		}
 	}
 	return best
+}
+
+// printed returns v's unit and value as the benchmark printed them,
+// undoing benchfmt's tidying (ns/op, not sec/op).
+func printed(v benchfmt.Value) (unit string, val float64) {
+	if v.OrigUnit != "" {
+		return v.OrigUnit, v.OrigValue
+	}
+	return v.Unit, v.Value
 }
