@@ -334,21 +334,13 @@ func (s *Store) Cancel(r keyrate.Reservation) bool {
 // Peek reports what a cost-1 request for key would get now, spending
 // nothing and storing nothing.
 func (s *Store) Peek(key string) keyrate.Decision {
-	rs, err := s.pols.ForKey(key)
-	if err != nil {
-		return keyrate.Decision{}
-	}
-	return s.peek(key, rs)
+	return s.pols.Peek(key, func(rs *rules.Rules) keyrate.Decision { return s.peek(key, rs) })
 }
 
 // PeekTier reports what a cost-1 request for key would get under tier's
 // policy, spending nothing. See keyrate.PolicyLimiter.
 func (s *Store) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {
-	rs, err := s.pols.Rules(tier)
-	if err != nil {
-		return keyrate.Decision{}, err
-	}
-	return s.peek(key, rs), nil
+	return s.pols.PeekTier(tier, func(rs *rules.Rules) keyrate.Decision { return s.peek(key, rs) })
 }
 
 // peek is Peek under rs.

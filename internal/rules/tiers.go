@@ -155,6 +155,27 @@ func (ps *Policies) Rules(t keyrate.Tier) (*Rules, error) {
 	return slot.cur.Load(), nil
 }
 
+// Peek is a store's Peek: peek under key's policy (ForKey), or the zero
+// Decision for a key whose policy the store lacks (not allowed, as Allow
+// would answer).
+func (ps *Policies) Peek(key string, peek func(rs *Rules) keyrate.Decision) keyrate.Decision {
+	rs, err := ps.ForKey(key)
+	if err != nil {
+		return keyrate.Decision{}
+	}
+	return peek(rs)
+}
+
+// PeekTier is a store's PeekTier: peek under tier's policy, or an error
+// wrapping ErrUnknownPolicy for a Tier of another store.
+func (ps *Policies) PeekTier(tier keyrate.Tier, peek func(rs *Rules) keyrate.Decision) (keyrate.Decision, error) {
+	rs, err := ps.Rules(tier)
+	if err != nil {
+		return keyrate.Decision{}, err
+	}
+	return peek(rs), nil
+}
+
 // HasFunc reports whether the store has a WithPolicyFunc: without one,
 // every key is under Default, which a store's hot path reads without
 // calling ForKey.

@@ -180,20 +180,12 @@ func (m *Map[B]) Peek(key string, rs *rules.Rules) keyrate.Decision {
 // WithPolicyFunc naming an unknown one) it reports the zero Decision: not
 // allowed, as Allow would answer.
 func (m *Map[B]) PeekKey(key string) keyrate.Decision {
-	rs, err := m.pols.ForKey(key)
-	if err != nil {
-		return keyrate.Decision{}
-	}
-	return m.Peek(key, rs)
+	return m.pols.Peek(key, func(rs *rules.Rules) keyrate.Decision { return m.Peek(key, rs) })
 }
 
 // PeekTier is keyrate.PolicyLimiter's PeekTier: Peek under tier's policy.
 func (m *Map[B]) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {
-	rs, err := m.pols.Rules(tier)
-	if err != nil {
-		return keyrate.Decision{}, err
-	}
-	return m.Peek(key, rs), nil
+	return m.pols.PeekTier(tier, func(rs *rules.Rules) keyrate.Decision { return m.Peek(key, rs) })
 }
 
 // RefundKey is keyrate.PolicyLimiter's Refund: Refund under key's policy,
