@@ -29,13 +29,19 @@ writes a markdown report, README.md, and one SVG throughput chart per
 workload into dir: medians with 95% intervals, each store's ratio to the
 floor and x/time/rate baselines, allocations, memory and GC time,
 httplimit against other middlewares, the performance targets checked, and
-a summary of which store to pick. It
-replaces a README.md in dir only if that is a report it wrote before.
+a summary of which store to pick. Where the results hold three or more
+core counts within the machine's CPUs, it adds which store to pick over
+each range of core counts and each subject's scaling from 1 to N cores
+against the floor's, and its charts put the core counts on a log₂ axis.
+It replaces a README.md in dir only if that is a report it wrote before.
 Lines of the results it skips are listed in the report and counted on
 stderr.
 
 results is a directory holding bench.txt and machine.txt, as "make bench"
-writes them under bench/results/, or a raw output file. Given a second set,
+writes them under bench/results/, or a raw output file. A directory may
+also hold peers.txt, an outside harness's BenchmarkAllow/peer=<library>/
+wl=<workload> rows: the report shows them in a section of their own, with
+a chart per workload. Given a second set,
 after, the report is on after and adds before/after deltas with p-values.
 
 With -readme, the block of file between the lines

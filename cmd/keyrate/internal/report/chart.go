@@ -94,7 +94,7 @@ func subjectThroughput(s *Set, subj, wl string) (throughput, bool) {
 			continue
 		}
 		y := 1e3 / sum.Center
-		t.XYs = append(t.XYs, plotter.XY{X: float64(procs), Y: y})
+		t.XYs = append(t.XYs, plotter.XY{X: s.chartX(procs), Y: y})
 		var bar struct{ Low, High float64 }
 		if !noInterval(sum) {
 			bar.Low, bar.High = y-1e3/sum.Hi, 1e3/sum.Lo-y
@@ -116,7 +116,7 @@ func (s *Set) dodge(i int) float64 {
 	}
 	gap := 1.0
 	for k := 1; k < len(s.Procs); k++ {
-		gap = min(gap, float64(s.Procs[k]-s.Procs[k-1]))
+		gap = min(gap, s.chartX(s.Procs[k])-s.chartX(s.Procs[k-1]))
 	}
 	return (float64(i)/float64(n-1) - 0.5) * gap / 3
 }
@@ -172,12 +172,17 @@ func writeChart(w io.Writer, s *Set, wl, format string) error {
 	p.Y.Min = 0
 	var ticks []plot.Tick
 	for _, procs := range s.Procs {
-		ticks = append(ticks, plot.Tick{Value: float64(procs), Label: strconv.Itoa(procs)})
+		ticks = append(ticks, plot.Tick{Value: s.chartX(procs), Label: strconv.Itoa(procs)})
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	if n := len(s.Procs); n > 0 {
 		p.X.Min = 0
-		p.X.Max = max(float64(s.Procs[n-1])*1.05, float64(s.Procs[n-1])+0.25) // room for the dodge
+		if s.manyCores() {
+			p.X.Min = s.chartX(s.Procs[0]) - 0.25 // room for the dodge
+			p.X.Label.Text += ", log scale"
+		}
+		last := s.chartX(s.Procs[n-1])
+		p.X.Max = max(last*1.05, last+0.25) // room for the dodge
 	}
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
@@ -197,15 +202,22 @@ func writeChart(w io.Writer, s *Set, wl, format string) error {
 		}
 		line.Color, line.Dashes = col, dashes
 		points.Color, points.Shape = col, glyph
+		name := subj
+		if subj == floor && s.manyCores() {
+			// The ideal line: black and thicker than the others.
+			line.Color, points.Color = color.Black, color.Black
+			line.Width *= 2
+			name = floor + " (ideal)"
+		}
 		bars, err := plotter.NewYErrorBars(t)
 		if err != nil {
 			return err
 		}
-		bars.Color = col
+		bars.Color = points.Color
 		p.Add(bars, line, points)
-		legend.Add(subj, line, points)
-		if legend.TextStyle.Rectangle(subj).Max.X > legend.TextStyle.Rectangle(longest).Max.X {
-			longest = subj
+		legend.Add(name, line, points)
+		if legend.TextStyle.Rectangle(name).Max.X > legend.TextStyle.Rectangle(longest).Max.X {
+			longest = name
 		}
 	}
 

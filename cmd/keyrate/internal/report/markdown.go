@@ -42,6 +42,17 @@ func Write(dir string, sets ...*Set) error {
 			return err
 		}
 	}
+	if p := cur.Peers; p != nil {
+		for _, wl := range p.Workloads {
+			var buf bytes.Buffer
+			if err := writeChart(&buf, p, wl, "svg"); err != nil {
+				return fmt.Errorf("peers' chart for %s: %w", wl, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, peersChartFile(wl)), buf.Bytes(), 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	var buf bytes.Buffer
 	Markdown(&buf, sets...)
 	return os.WriteFile(filepath.Join(dir, ReportFile), buf.Bytes(), 0o644)
@@ -91,6 +102,7 @@ func Markdown(w io.Writer, sets ...*Set) {
 	m.quickNote()
 	m.machine()
 	m.summary()
+	m.cores()
 	m.targets()
 	m.ratios()
 	m.policies()
@@ -101,6 +113,7 @@ func Markdown(w io.Writer, sets ...*Set) {
 	m.contention()
 	m.memory()
 	m.middlewares()
+	m.peers()
 	m.redis()
 	if len(sets) == 2 {
 		m.deltas(sets[0])
@@ -440,7 +453,7 @@ func (m *md) ratios() {
 	s := m.s
 	m.p("## Each store against the baselines\n")
 	m.p("Median ns/op of the store divided by that of %s and of `xrate` (one x/time/rate Limiter per key in an xsync.MapOf, what users write by hand). Lower is better: 1.10× floor takes 10%% more time than floor; 0.40× xrate is 2.5× faster than xrate.\n", floorNote)
-	stores := s.stores()
+	stores := slices.DeleteFunc(s.stores(), func(st string) bool { return !s.allowMeasured(st) })
 	for _, p := range s.Procs {
 		m.p("### %s\n", m.procsLabel(p))
 		m.p("| workload | %s |", strings.Join(quote(stores), " | "))
@@ -544,7 +557,11 @@ func (m *md) waiting() {
 
 func (m *md) charts() {
 	m.p("## Throughput\n")
-	m.p("Calls per second over all goroutines (1/median ns/op), against GOMAXPROCS, one chart per workload.\n")
+	if m.s.manyCores() {
+		m.p("Calls per second over all goroutines (1/median ns/op), against GOMAXPROCS on a log₂ axis, one chart per workload. The floor, black and twice as thick, is the ideal line each store is measured against (see \"Scaling\").\n")
+	} else {
+		m.p("Calls per second over all goroutines (1/median ns/op), against GOMAXPROCS, one chart per workload.\n")
+	}
 	if slices.ContainsFunc(m.s.Workloads, m.s.chartLacksIntervals) {
 		m.p("A point without an error bar is the median of fewer than 6 runs, which has no 95%% interval: its place is not to be trusted.\n")
 	}

@@ -8,7 +8,11 @@
 // targets checked one by one, and a summary of which store to pick for
 // which workload, all generated from the numbers. A quick set (make
 // report's, with fewer than a million keys) says in its header what it
-// cannot show.
+// cannot show. A set measured at three or more core counts within its
+// machine's CPUs gets a section across core counts: which store to pick
+// over each range of them, and each subject's scaling from 1 to N cores
+// against the floor's (cores.go). An outside harness's peers.txt beside
+// the results gets a section of its own (peers.go).
 // Given a second result set it adds before/after deltas with p-values.
 //
 // It reads results with golang.org/x/perf (benchfmt to parse, benchproc to
@@ -148,6 +152,10 @@ type Set struct {
 	// BenchmarkAllow result without its store= or wl= part.
 	Warnings []string
 
+	// Peers is the outside harness's results (PeersFile) that came with
+	// the set, or nil; the set's Warnings include its lines skipped.
+	Peers *Set
+
 	samples map[Cell]*benchmath.Sample
 	values  map[Cell][]float64
 }
@@ -181,6 +189,14 @@ func Load(path string) (*Set, error) {
 		}
 	} else if !os.IsNotExist(err) {
 		return nil, err
+	}
+	if benchFile != path { // a directory: it may hold PeersFile
+		if s.Peers, err = loadPeers(path, s.Machine); err != nil {
+			return nil, err
+		}
+		if s.Peers != nil {
+			s.Warnings = append(s.Warnings, s.Peers.Warnings...)
+		}
 	}
 	return s, nil
 }

@@ -153,6 +153,10 @@ func (s *Set) fitProcs() []int {
 func (s *Set) zeroAllocs() Verdict {
 	c := newCheck("Every store: 0 allocs/op on every workload but churn (median, at every core count)")
 	for _, st := range s.stores() {
+		if !s.allowMeasured(st) {
+			c.missing(st + ": no BenchmarkAllow rows (measured by BenchmarkMemory only)")
+			continue
+		}
 		worst, where := 0.0, ""
 		for _, wl := range s.Workloads {
 			if wl == churn {
@@ -226,6 +230,10 @@ func (s *Set) xrateSpeedup(wls []string, speedup float64) Verdict {
 		return c.done()
 	}
 	for _, st := range s.stores() {
+		if !s.allowMeasured(st) {
+			c.missing(st + ": no BenchmarkAllow rows (measured by BenchmarkMemory only)")
+			continue
+		}
 		worst, where, measured := 0.0, "", false
 		for _, wl := range wls {
 			for _, p := range s.fitProcs() {
