@@ -31,13 +31,15 @@ quick=false
 if [[ $benchtime =~ ^([0-9]+)ms$ ]] && ((10#${BASH_REMATCH[1]} < 100)); then
 	quick=true
 fi
-# BenchmarkAllow and BenchmarkMiddleware at every -cpu value; BenchmarkMemory
+# BenchmarkAllow, BenchmarkLeanFloor (the floor without the driver's call,
+# which the report sets beside the floor) and BenchmarkMiddleware at every
+# -cpu value; BenchmarkMemory
 # once, at GOMAXPROCS = the CPUs (its GC time is what a production process
 # would see), appended: under the default -benchtime, or one build a sample
 # (-benchtime 1x) in the quick set, where the default would build a store
 # of 100k keys a dozen times a sample (at a million keys one build takes
 # about the default's second).
-allow="$go test -run '^\$' -bench '^Benchmark(Allow|Middleware)\$' -benchmem -count $count -benchtime $benchtime -cpu $cpus -timeout 0 ./bench -largekeys $largekeys -progress"
+allow="$go test -run '^\$' -bench '^Benchmark(Allow|LeanFloor|Middleware)\$' -benchmem -count $count -benchtime $benchtime -cpu $cpus -timeout 0 ./bench -largekeys $largekeys -progress"
 memory_benchtime=""
 ! $quick || memory_benchtime=" -benchtime 1x"
 memory="$go test -run '^\$' -bench '^BenchmarkMemory\$' -benchmem -count $count$memory_benchtime -timeout 0 ./bench -largekeys $largekeys -progress"

@@ -260,3 +260,45 @@ func (s *Set) chartX(procs int) float64 {
 	}
 	return float64(procs)
 }
+
+// leanCell is the Cell of BenchmarkLeanFloor on wl at procs.
+func leanCell(wl string, procs int) Cell {
+	return Cell{Bench: benchLean, Subject: floor, Workload: wl, Procs: procs, Unit: unitNs}
+}
+
+// leanFloor writes, where the set has BenchmarkLeanFloor rows, the floor
+// and each plain store against the lean floor: how much of the floor's
+// time is the driver's call, which every subject pays.
+func (m *md) leanFloor() {
+	s := m.s
+	type point struct {
+		wl    string
+		procs int
+	}
+	var pts []point
+	for _, wl := range s.Workloads {
+		for _, p := range s.Procs {
+			if _, ok := s.Median(leanCell(wl, p)); ok {
+				pts = append(pts, point{wl, p})
+			}
+		}
+	}
+	if len(pts) == 0 {
+		return
+	}
+	stores := s.plainStores()
+	m.p("### Against the lean floor\n")
+	m.p("`BenchmarkLeanFloor` is the floor's three operations written inline in `b.RunParallel` over the same keys, with no call: what an outside harness measures as its floor. The driver calls every subject, the floor included, through one interface, so `floor` ÷ lean floor is what that call (and counting the allowed calls) adds, for every subject alike; a store's ratio to the floor compares both sides with that call, its ratio to the lean floor does not. Ratios of medians, in this one run.\n")
+	m.p("| workload | cores | lean floor ns/op | `floor` | %s |", strings.Join(quote(stores), " | "))
+	m.p("|---|---|---:|---:|%s", strings.Repeat("---:|", len(stores)))
+	for _, pt := range pts {
+		lean, _ := s.Median(leanCell(pt.wl, pt.procs))
+		row := []string{pt.wl, m.procsLabel(pt.procs), fmtNum(lean)}
+		for _, subj := range append([]string{floor}, stores...) {
+			r, ok := s.ratio(allow(subj, pt.wl, pt.procs, unitNs), leanCell(pt.wl, pt.procs))
+			row = append(row, fmtRatio(r, ok))
+		}
+		m.p("| %s |", strings.Join(row, " | "))
+	}
+	m.p("")
+}

@@ -174,3 +174,36 @@ func TestLoadPeers(t *testing.T) {
 	_, err = os.Stat(filepath.Join(out, "peers-throughput-zipf-1M.svg"))
 	assert.NoError(t, err)
 }
+
+// TestLeanFloorRows: BenchmarkLeanFloor rows are read as a figure beside
+// the floor, never as a subject, workload or core count of their own, and
+// the report gives every store's and the floor's ratio to them, in the
+// floor targets too. Reading them as a subject, or dividing the other way,
+// fails it.
+func TestLeanFloorRows(t *testing.T) {
+	var b strings.Builder
+	for subj, ns := range map[string]float64{"floor": 110, "atomic": 121, "mutex": 150} {
+		for _, p := range []int{1, 2} {
+			b.WriteString(lines("store="+subj+"/wl=hotkey", p, 6, ns, 0))
+		}
+	}
+	for _, p := range []int{1, 2} {
+		b.WriteString(strings.ReplaceAll(lines("wl=hotkey", p, 6, 100, 0), "BenchmarkAllow/", "BenchmarkLeanFloor/"))
+	}
+	s, err := Read(strings.NewReader(b.String()), "lean")
+	require.NoError(t, err)
+	assert.NotContains(t, s.Subjects, "leanfloor")
+	assert.Len(t, s.Subjects, 3)
+	assert.Equal(t, []string{"hotkey"}, s.Workloads)
+	assert.Equal(t, []int{1, 2}, s.Procs)
+	lean, ok := s.Median(leanCell("hotkey", 2))
+	require.True(t, ok)
+	assert.Equal(t, 102.5, lean)
+
+	var buf bytes.Buffer
+	Markdown(&buf, s)
+	sec := section(t, buf.String(), "### Against the lean floor")
+	assert.Contains(t, sec, "| hotkey | -cpu 1 | 102.5 | 1.10× | ")
+	assert.Contains(t, sec, "1.20×") // atomic: 123.5 ÷ 102.5
+	assert.Contains(t, buf.String(), "hotkey -cpu 1: 1.10× (1.20× the lean floor)")
+}

@@ -470,6 +470,7 @@ func (m *md) ratios() {
 		m.p("")
 	}
 	m.oversubNote()
+	m.leanFloor()
 }
 
 // policies writes each policy row against its one-window row, measured in

@@ -49,9 +49,14 @@ const (
 	benchRedis  = "Redis"
 	benchHotKey = "HotKey"
 	benchMW     = "Middleware"
-	floor       = "floor"
-	xrate       = "xrate"
-	churn       = "churn"
+	// benchLean is BenchmarkLeanFloor: the floor's three operations
+	// inline in b.RunParallel, with no call through the driver (see
+	// package bench), on some of the workloads. Its cells are
+	// Cell{Bench: benchLean, Subject: floor, ...}.
+	benchLean = "LeanFloor"
+	floor     = "floor"
+	xrate     = "xrate"
+	churn     = "churn"
 )
 
 // Units the report reads, as the benchmarks print them.
@@ -328,20 +333,24 @@ func Read(r io.Reader, label string) (*Set, error) {
 			}
 			continue
 		}
-		if b := string(base); b != benchAllow && b != benchMemory {
+		if b := string(base); b != benchAllow && b != benchMemory && b != benchLean {
 			continue
 		}
 		// Without its store (or, for Allow, its workload) a result has
 		// no row or column in any table.
-		if !hasPart(parts, "store") {
+		if string(base) != benchLean && !hasPart(parts, "store") {
 			warn(res, "want a store= part")
 			continue
 		}
-		if string(base) == benchAllow && !hasPart(parts, "wl") {
+		if string(base) != benchMemory && !hasPart(parts, "wl") {
 			warn(res, "want a wl= part")
 			continue
 		}
-		res.SetConfig(".subject", subjectOf(parts))
+		if string(base) == benchLean {
+			res.SetConfig(".subject", floor)
+		} else {
+			res.SetConfig(".subject", subjectOf(parts))
+		}
 		for i, key := range proj.ProjectValues(res) {
 			procs := 1 // go test omits the -N suffix for GOMAXPROCS=1
 			if p := key.Get(fields[3]); p != "" {
@@ -360,6 +369,11 @@ func Read(r io.Reader, label string) (*Set, error) {
 			v := res.Values[i]
 			c.Unit, v.Value = printed(v)
 			s.values[c] = append(s.values[c], v.Value)
+			if c.Bench == benchLean {
+				// The lean floor: no subject, workload or core count
+				// of its own, only a figure beside the floor's.
+				continue
+			}
 			if !seenSubj[c.Subject] {
 				seenSubj[c.Subject] = true
 				if _, _, ok := opOf(c.Subject); ok {
