@@ -184,7 +184,36 @@ func (s *Set) rankAt(procs int) string {
 		}
 		return strings.Join(parts, "; ")
 	}
-	return "fastest " + list(fastest) + "; slowest " + list(slowest)
+	text := "fastest " + list(fastest) + "; slowest " + list(slowest)
+	// The pick: the stores fastest on the most workloads (more than one)
+	// and the slowest on none; and a store slowest on every workload.
+	most, leaders := 0, []string(nil)
+	for _, st := range s.plainStores() {
+		switch n := len(fastest[st]); {
+		case n > most:
+			most, leaders = n, []string{st}
+		case n == most && n > 0:
+			leaders = append(leaders, st)
+		}
+	}
+	leaders = slices.DeleteFunc(leaders, func(st string) bool { return len(slowest[st]) > 0 })
+	n := 0
+	for _, wls := range fastest {
+		n += len(wls)
+	}
+	each := ""
+	if len(leaders) > 1 {
+		each = " each"
+	}
+	if len(leaders) > 0 && most > 1 {
+		text += fmt.Sprintf(". Pick %s: fastest on %d of %d%s, slowest on none", orList(quote(leaders)), most, n, each)
+	}
+	for _, st := range s.plainStores() {
+		if len(slowest[st]) == n && n > 1 {
+			text += fmt.Sprintf("; `%s` is the slowest on all %d", st, n)
+		}
+	}
+	return text
 }
 
 // scaling writes, for each workload, each subject's throughput at each
@@ -239,6 +268,14 @@ func (m *md) scaling() {
 // fmtRate is calls per second, in millions: "10.7 M/s".
 func fmtRate(perSec float64) string {
 	return fmtNum(perSec/1e6) + " M/s"
+}
+
+// orList joins words as "a", "a or b", "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // joinInts is "1, 2, 4".

@@ -65,7 +65,7 @@ func TestCoresPicksByRange(t *testing.T) {
 	assert.Contains(t, sec, "- **hotkey**: `striped` at -cpu 1; `atomic` at -cpu 2 to 8. At -cpu 8: `atomic` 102.5, `mutex` 152.5, `striped` 302.5 ns/op; the slowest takes 3.0× the fastest's time.")
 	assert.Contains(t, sec, "- **hotkey-deny**: `atomic` at -cpu 1 to 8. At -cpu 8: `atomic` 8.500, `mutex` 302.5, `striped` 322.5 ns/op; the slowest takes 37.9× the fastest's time.")
 	assert.Contains(t, sec, "- -cpu 1: fastest `striped` on hotkey; `atomic` on hotkey-deny; slowest `mutex` on hotkey; `striped` on hotkey-deny.")
-	assert.Contains(t, sec, "- -cpu 2 to 8: fastest `atomic` on hotkey, hotkey-deny; slowest `striped` on hotkey, hotkey-deny.")
+	assert.Contains(t, sec, "- -cpu 2 to 8: fastest `atomic` on hotkey, hotkey-deny; slowest `striped` on hotkey, hotkey-deny. Pick `atomic`: fastest on 2 of 2, slowest on none; `striped` is the slowest on all 2.")
 	assert.NotContains(t, sec, "at -cpu 16", "an oversubscribed run is no pick")
 	assert.NotContains(t, sec, "keys=hashed", "a store without BenchmarkAllow rows has no row")
 }
@@ -206,4 +206,24 @@ func TestLeanFloorRows(t *testing.T) {
 	assert.Contains(t, sec, "| hotkey | -cpu 1 | 102.5 | 1.10× | ")
 	assert.Contains(t, sec, "1.20×") // atomic: 123.5 ÷ 102.5
 	assert.Contains(t, buf.String(), "hotkey -cpu 1: 1.10× (1.20× the lean floor)")
+}
+
+// TestRankAtPicksOnlyAStoreNeverSlowest: the store fastest on the most
+// workloads is no pick where it is the slowest on another; a pick that
+// ignored the slowest list, or counted ties as wins, fails it.
+func TestRankAtPicksOnlyAStoreNeverSlowest(t *testing.T) {
+	ns := map[string][]float64{ // mutex, striped, atomic on a, b, c
+		"a": {10, 20, 30}, "b": {10, 20, 30}, "c": {30, 20, 10},
+	}
+	var b strings.Builder
+	for wl, v := range ns {
+		for i, st := range []string{"mutex", "striped", "atomic"} {
+			b.WriteString(lines("store="+st+"/wl="+wl, 1, 6, v[i], 0))
+		}
+	}
+	s, err := Read(strings.NewReader(b.String()), "rank")
+	require.NoError(t, err)
+	got := s.rankAt(1)
+	assert.NotContains(t, got, "Pick", "mutex wins 2 of 3 but is the slowest on c")
+	assert.Contains(t, got, "fastest `mutex` on ")
 }
