@@ -325,7 +325,7 @@ func (m *md) leanFloor() {
 	}
 	stores := s.plainStores()
 	m.p("### Against the lean floor\n")
-	m.p("`BenchmarkLeanFloor` is the floor's three operations written inline in `b.RunParallel` over the same keys, with no call: what an outside harness measures as its floor. The driver calls every subject, the floor included, through one interface, so `floor` ÷ lean floor is what that call (and counting the allowed calls) adds, for every subject alike; a store's ratio to the floor compares both sides with that call, its ratio to the lean floor does not. Ratios of medians, in this one run.\n")
+	m.p("`BenchmarkLeanFloor` is the floor's three operations written inline in `b.RunParallel` over the same keys, with no call: what an outside harness measures as its floor. The driver calls every subject, the floor included, through one interface, so `floor` ÷ lean floor is what that call (and counting the allowed calls) adds, for every subject alike; a store's ratio to the floor compares both sides with that call, its ratio to the lean floor does not. Ratios of medians, in this one run; bench/run.sh runs BenchmarkLeanFloor after BenchmarkAllow, not interleaved with it, so on a shared machine the two may have met different loads (callgrind's instruction counts, in bench/doc.go, do not move with the load).\n")
 	m.p("| workload | cores | lean floor ns/op | `floor` | %s |", strings.Join(quote(stores), " | "))
 	m.p("|---|---|---:|---:|%s", strings.Repeat("---:|", len(stores)))
 	for _, pt := range pts {
