@@ -111,7 +111,8 @@ benchrace:
 # stores fit in a few MB of cache), the targets stated at a million keys,
 # core counts above 2, or differences smaller than its wide intervals (6
 # runs of 20ms); the report says so in its header. BenchmarkAllow's policy
-# and wait rows and BenchmarkMiddleware are part of both. Both print a
+# and wait rows, BenchmarkLeanFloor and BenchmarkMiddleware are part of
+# both. Both print a
 # progress line before each sub-benchmark, with an estimate of the time
 # left.
 BENCH_DATE := $(shell date -u +%Y-%m-%d)
