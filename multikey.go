@@ -75,7 +75,7 @@ type MultiDecision struct {
 // spent, as a race does. Errors name the key's index. It allocates
 // nothing on keys the store knows.
 func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
-	if err := validKeys(keys); err != nil {
+	if err := ValidateKeys(keys); err != nil {
 		return MultiDecision{}, err
 	}
 	// spare[i] is what key i holds beyond its cost at the check; order
@@ -114,9 +114,13 @@ func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
 	return best, nil
 }
 
-// validKeys checks AllowAll's key list: 1 to MaxKeys keys, each named
-// once, each cost at least 1.
-func validKeys(keys []KeyCost) error {
+// ValidateKeys reports whether AllowAll can decide keys, as AllowAll
+// checks them before it decides anything: 1 to MaxKeys keys, each named
+// once, each cost at least 1. It returns nil, or an error wrapping
+// ErrInvalidKeys or ErrInvalidCost that names the key's index, the value
+// and its bound. A store that decides several keys its own way (such as
+// redisbucket's one script call) checks them with it.
+func ValidateKeys(keys []KeyCost) error {
 	switch {
 	case len(keys) == 0:
 		return fmt.Errorf("%w: no keys (at least 1)", ErrInvalidKeys)

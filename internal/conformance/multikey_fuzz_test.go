@@ -1,168 +1,26 @@
 package conformance_test
 
 import (
-	"errors"
 	"testing"
-	"time"
 
-	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/conformance"
 )
 
-// multiLimits are the tiers of FuzzAllowAllModel's keys, key i under
-// multiLimits[i]: token buckets whose token interval is a whole number of
-// nanoseconds, so that the model below decides them exactly.
-var multiLimits = []keyrate.Limit{
-	{Rate: 2, Per: time.Second, Burst: 3},
-	{Rate: 1, Per: time.Second, Burst: 2},
-	{Rate: 5, Per: time.Second, Burst: 5},
-}
-
-// multiModel is an independent model of one token bucket per key, written
-// the textbook way: tokens (scaled by Per, so whole numbers) refilled by
-// the time elapsed and capped at Burst, rather than keyrate's theoretical
-// arrival time.
-type multiModel struct {
-	tok  [3]int64 // tokens·Per
-	last time.Duration
-}
-
-func (m *multiModel) refill(now time.Duration) {
-	for i, l := range multiLimits {
-		m.tok[i] = min(m.tok[i]+int64(now-m.last)*int64(l.Rate), int64(l.Burst)*int64(l.Per))
-	}
-	m.last = now
-}
-
-// whole returns key i's whole tokens.
-func (m *multiModel) whole(i int) int { return int(m.tok[i] / int64(multiLimits[i].Per)) }
-
-// retry returns the time until key i holds cost, rounded up.
-func (m *multiModel) retry(i, cost int) time.Duration {
-	l := multiLimits[i]
-	short := int64(cost)*int64(l.Per) - m.tok[i]
-	if short <= 0 {
-		return 0
-	}
-	return time.Duration((short + int64(l.Rate) - 1) / int64(l.Rate))
-}
-
-// FuzzAllowAllModel drives keyrate.AllowAll, single AllowTier calls, clock
-// steps and sweeps on every in-process store and checks each answer, and
-// every key's tokens after it, against multiModel: the request is allowed
-// only if every key holds its cost, and then spends it from every key; a
-// denied request, or one refused for a cost above a key's Burst, spends
-// from none; the key named is the one with the least to spare (its
-// whole tokens less its cost, the first in the request of those), which
-// is the one that denied, or else the one left with the fewest tokens. A
-// store that charged a denied request to any key, or admitted past a
-// key's bound, disagrees with the model at once.
+// FuzzAllowAllModel runs conformance.MultiKeyModel, keyrate.AllowAll and
+// its keys checked against an independent model of one token bucket per
+// key, on every in-process store.
 func FuzzAllowAllModel(f *testing.F) {
-	for _, seed := range [][]byte{
-		{1, 7, 1, 1, 1, 1, 7, 1, 1, 1, 1, 7, 2, 2, 2},
-		{1, 3, 0, 2, 3, 0, 5, 1, 5, 3, 3, 1, 1, 3, 2, 0, 0, 4, 1, 6, 3, 3, 3},
-		{3, 1, 2, 3, 2, 1, 1, 6, 1, 1, 0, 3, 1, 6, 1, 1, 0, 2, 1, 6, 2, 2, 0},
-		{1, 5, 1, 3, 0, 7, 1, 7, 0, 3, 3, 2, 0, 0, 9, 1, 7, 1, 1, 1},
-	} {
+	for _, seed := range conformance.MultiKeySeeds {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 300 {
 			return
 		}
-		all := ops
 		for _, s := range stores {
-			ops := all
-			pls := make([]keyrate.Policy, len(multiLimits))
-			for i, l := range multiLimits {
-				pls[i] = keyrate.Policy{Name: "t" + string(rune('0'+i)), Limits: []keyrate.Limit{l}}
-			}
-			pl, clk := conformance.NewOpenCarry(s.new)(t, keyrate.PerHour(1), pls...)
-			var tiers [3]keyrate.Tier
-			for i := range tiers {
-				tiers[i], _ = pl.Tier(pls[i].Name)
-			}
-			keys := [3]string{"k0", "k1", "k2"}
-			m := multiModel{last: clk.Now()}
-			for i, l := range multiLimits {
-				m.tok[i] = int64(l.Burst) * int64(l.Per) // a new key is full
-			}
-			next := func() int {
-				if len(ops) == 0 {
-					return 0
-				}
-				b := ops[0]
-				ops = ops[1:]
-				return int(b)
-			}
-			for step := 0; len(ops) > 0; step++ {
-				switch op := next(); op % 4 {
-				case 0: // a clock step of 0 to 1.5s, by 100ms
-					clk.Advance(time.Duration(next()%16) * 100 * time.Millisecond)
-				case 1, 2: // AllowAll on a non-empty subset, in a chosen order, costs 1 to 3
-					mask := next()%7 + 1
-					rot := next() % 3
-					var ks []keyrate.KeyCost
-					var idx []int
-					for j := range 3 {
-						i := (j + rot) % 3
-						if mask&(1<<i) != 0 {
-							ks = append(ks, keyrate.KeyCost{Key: keys[i], Tier: tiers[i], Cost: next()%3 + 1})
-							idx = append(idx, i)
-						}
-					}
-					m.refill(clk.Now())
-					// The key with the least to spare decides.
-					least := 0
-					for j := range ks {
-						if m.whole(idx[j])-ks[j].Cost < m.whole(idx[least])-ks[least].Cost {
-							least = j
-						}
-					}
-					li, lc := idx[least], ks[least].Cost
-					d, err := keyrate.AllowAll(pl, ks)
-					switch {
-					case lc > multiLimits[li].Burst:
-						if !errors.Is(err, keyrate.ErrCostExceedsBurst) {
-							t.Fatalf("%s step %d: AllowAll(%v) = %+v, %v; want ErrCostExceedsBurst from key %d", s.name, step, ks, d, err, least)
-						}
-					case m.whole(li) < lc:
-						want := keyrate.Decision{Policy: pls[li].Name, Limit: multiLimits[li], Remaining: m.whole(li), RetryAfter: m.retry(li, lc)}
-						if err != nil || d.Allowed || d.Index != least || d.Policy != want.Policy || d.Remaining != want.Remaining || d.RetryAfter != want.RetryAfter {
-							t.Fatalf("%s step %d: AllowAll(%v) = %+v, %v; want denied by key %d: %+v", s.name, step, ks, d, err, least, want)
-						}
-					default:
-						for j, k := range ks {
-							m.tok[idx[j]] -= int64(k.Cost) * int64(multiLimits[idx[j]].Per)
-						}
-						if err != nil || !d.Allowed || d.Index != least || d.Remaining != m.whole(li) || d.Policy != pls[li].Name {
-							t.Fatalf("%s step %d: AllowAll(%v) = %+v, %v; want allowed, key %d left with %d", s.name, step, ks, d, err, least, m.whole(li))
-						}
-					}
-				case 3:
-					if op&4 != 0 { // a sweep: eviction never changes a decision
-						if b, ok := pl.(keyrate.BoundedLimiter); ok {
-							b.Sweep()
-						}
-						continue
-					}
-					i, c := next()%3, next()%2+1
-					m.refill(clk.Now())
-					d, err := pl.AllowTier(keys[i], tiers[i], c)
-					if want := m.whole(i) >= c; err != nil || d.Allowed != want {
-						t.Fatalf("%s step %d: AllowTier(%s, %d) = %+v, %v; want allowed %v", s.name, step, keys[i], c, d, err, want)
-					}
-					if d.Allowed {
-						m.tok[i] -= int64(c) * int64(multiLimits[i].Per)
-					}
-				}
-				m.refill(clk.Now())
-				for i := range keys {
-					if p, err := pl.PeekTier(keys[i], tiers[i]); err != nil || p.Remaining != m.whole(i) {
-						t.Fatalf("%s step %d: PeekTier(%s) = %+v, %v; the model holds %d", s.name, step, keys[i], p, err, m.whole(i))
-					}
-				}
-			}
+			t.Run(s.name, func(t *testing.T) {
+				conformance.MultiKeyModel(t, conformance.MultiKey{Open: conformance.NewOpenCarry(s.new)}, ops)
+			})
 		}
 	})
 }

@@ -12,7 +12,7 @@ func TestMultiKey(t *testing.T) {
 	for _, s := range stores {
 		t.Run("store="+s.name, func(t *testing.T) {
 			open := conformance.NewOpenCarry(s.new)
-			conformance.RunMultiKey(t, open)
+			conformance.RunMultiKey(t, conformance.MultiKey{Open: open})
 			t.Run("ZeroAllocs", func(t *testing.T) { conformance.MultiKeyZeroAllocs(t, open) })
 		})
 	}
