@@ -45,14 +45,15 @@ type MultiDecision struct {
 // included, has it from the calls it already makes (a Redis store that
 // can decide the keys in one script call offers that too).
 //
-// It checks every key first (PolicyLimiter.PeekTier, which spends
-// nothing), then spends them one by one with AllowTier, the key with the
-// least to spare first. A key that does not hold its cost at the check is
-// decided first, so a request denied by a key's limit (or refused with an
-// error) before anything was spent spends nothing. Each spend is a store's
-// own AllowTier, so every key keeps its bound, Burst + Rate·T/Per over any
-// interval T, however many calls run at once, whatever the tier moves and
-// evictions.
+// It checks every key but the last (PolicyLimiter.PeekTier, which spends
+// nothing), then spends them one by one with AllowTier: a checked key
+// that does not hold its cost first, else the last key (its spend is its
+// check), then the other keys, the least to spare first. So a request a
+// key's limit denies (or that a key refuses with an error) before
+// anything was spent spends nothing, and a request of n keys costs n
+// spends and n−1 checks. Each spend is a store's own AllowTier, so every key keeps its
+// bound, Burst + Rate·T/Per over any interval T, however many calls run
+// at once, whatever the tier moves and evictions.
 //
 // Two effects of deciding the keys in turn, each bounded by the costs:
 //   - While the call runs, a key already spent holds its cost less: a
@@ -63,8 +64,8 @@ type MultiDecision struct {
 //     is given back, because a refund made at a later clock reading than
 //     its spend can hand back tokens the key would have refilled anyway,
 //     which over-admits (a bucket near full at the spend, refilling while
-//     other requests drain it). Each such key is denied at most its cost
-//     more, until that cost refills under its policy. AllowAll never
+//     other requests drain it). Each such key is charged as if the
+//     request had been allowed on it: its cost, once. AllowAll never
 //     over-admits, and over-denies only on such a race.
 //
 // It returns an error, and spends nothing, wrapping ErrInvalidKeys for an
@@ -78,14 +79,15 @@ func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
 	if err := ValidateKeys(keys); err != nil {
 		return MultiDecision{}, err
 	}
-	// spare[i] is what key i holds beyond its cost at the check; order
-	// is the keys by spare, least first (an insertion sort of at most
-	// MaxKeys).
+	// Every key but the last is checked: spare[i] is what key i holds
+	// beyond its cost, and order[:last] those keys by spare, least first
+	// (an insertion sort of at most MaxKeys-1).
+	last := len(keys) - 1
 	var (
 		spare [MaxKeys]int
 		order [MaxKeys]uint8
 	)
-	for i, k := range keys {
+	for i, k := range keys[:last] {
 		p, err := l.PeekTier(k.Key, k.Tier)
 		if err != nil {
 			return MultiDecision{Index: i}, fmt.Errorf("key %d (%q): %w", i, k.Key, err)
@@ -97,6 +99,14 @@ func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
 		}
 		order[j] = uint8(i)
 	}
+	// The spends: a checked key that lacks its cost first, then the last
+	// key, then the other checked keys, least to spare first.
+	first := 0
+	if last > 0 && spare[order[0]] < 0 {
+		first = 1
+	}
+	copy(order[first+1:last+1], order[first:last])
+	order[first] = uint8(last)
 	var best MultiDecision
 	for n, o := range order[:len(keys)] {
 		i := int(o)

@@ -252,15 +252,14 @@ func (h *hooked) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Dec
 }
 
 // MultiKeyRaceBeforeFirstSpend checks a race between AllowAll's check and
-// its first spend: another request takes the organisation's last tokens
-// there. The organisation, the key with the least to spare (its whole
-// Burst asked for), is spent first and denies; the user's key is not
-// charged.
+// its first spend: another request takes one of the organisation's 3
+// tokens there. The organisation, the last key (not checked), is spent
+// first and denies its 3; the user's key, checked, is not charged.
 func MultiKeyRaceBeforeFirstSpend(t *testing.T, open OpenCarry) {
 	pl, _, tiers := openCarry(t, open, keyrate.PerHour(100), multiUser, multiOrg)
 	user, org := tiers[0], tiers[1]
 	ks := []keyrate.KeyCost{{Key: "user:alice", Tier: user, Cost: 1}, {Key: "org:acme", Tier: org, Cost: 3}}
-	h := &hooked{PolicyLimiter: pl, peeks: 2, hook: func() {
+	h := &hooked{PolicyLimiter: pl, peeks: 1, hook: func() {
 		if d, err := pl.AllowTier("org:acme", org, 1); !allowed(t, "the racing request", d, err) {
 			t.Fatalf("the racing request for one of the organisation's 3 = %+v", d)
 		}

@@ -61,11 +61,12 @@ var MultiKeySeeds = [][]byte{
 // request is allowed only if every key holds its cost, and then spends it
 // from every key; a denied request, or one refused for a cost above a
 // key's Burst, spends from none. The key named is, for keyrate.AllowAll,
-// the one with the least to spare (its whole tokens less its cost, the
-// first in the request of those), which is the one that denied, or else
-// the one left with the fewest tokens; for an atomic AllowAll, the first
-// key above its Burst (an error), else the first that lacks its cost,
-// else the one left with the fewest tokens. A store that charged a denied
+// the key it decides first when one lacks its cost (the checked key, all
+// but the last, with the least to spare, if that lacks its cost; else the
+// last), or else the one left with the fewest tokens (the first of
+// those); for an atomic AllowAll, the first key above its Burst (an
+// error), else the first that lacks its cost, else the one left with the
+// fewest tokens. A store that charged a denied
 // request to any key, or admitted past a key's bound, disagrees with the
 // model at once.
 func MultiKeyModel(t *testing.T, m MultiKey, ops []byte) {
@@ -107,25 +108,42 @@ func MultiKeyModel(t *testing.T, m MultiKey, ops []byte) {
 			}
 			mod.refill(clk.Now())
 			spare := func(j int) int { return mod.whole(idx[j]) - ks[j].Cost }
-			// decider is the key named: the least to spare, the first of
-			// those; for an atomic call, the first key above its Burst,
-			// else the first that lacks its cost, else that one.
+			// decider is the key named. For keyrate.AllowAll: the
+			// checked key (all but the last) with the least to spare, the
+			// first of those, if it lacks its cost; else the last key, if
+			// it lacks its cost; else the key left with the fewest tokens
+			// (the least to spare), the first of those. For an atomic
+			// call: the first key above its Burst (an error), else the
+			// first that lacks its cost, else that one.
 			decider, over := 0, false
 			for j := range ks {
 				if spare(j) < spare(decider) {
 					decider = j
 				}
 			}
-			if m.Atomic {
-				for j := len(ks) - 1; j >= 0; j-- {
+			last := len(ks) - 1
+			switch {
+			case m.Atomic:
+				for j := last; j >= 0; j-- {
 					if spare(j) < 0 {
 						decider = j
 					}
 				}
-				for j := len(ks) - 1; j >= 0; j-- {
+				for j := last; j >= 0; j-- {
 					if ks[j].Cost > multiLimits[idx[j]].Burst {
 						decider, over = j, true
 					}
+				}
+			case spare(decider) < 0:
+				checked := 0
+				for j := range last {
+					if spare(j) < spare(checked) {
+						checked = j
+					}
+				}
+				decider = last
+				if last > 0 && spare(checked) < 0 {
+					decider = checked
 				}
 			}
 			di, dc := idx[decider], ks[decider].Cost
