@@ -27,9 +27,10 @@ type KeyCost struct {
 
 // MultiDecision is AllowAll's answer: the request is allowed only if every
 // key held its cost. Its Decision is one key's, the key at Index in the
-// request: the key that denied it, or, when it was allowed, the key
-// nearest to denying, the one left with the fewest Remaining (the first
-// in the request of those). The Decision's Allowed is the request's.
+// request: the key that denied it (where several would have, the one
+// decided first), or, when it was allowed, the key nearest to denying,
+// the one left with the fewest Remaining (the first in the request of
+// those). The Decision's Allowed is the request's.
 type MultiDecision struct {
 	Decision
 	// Index is the position, in the request's keys, of the key Decision

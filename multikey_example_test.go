@@ -1,6 +1,7 @@
 package keyrate_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/keyrate/keyrate"
@@ -43,4 +44,23 @@ func ExampleAllowAll() {
 	// bob: allowed=true key=1 (org) remaining=0 retry-after=0s
 	// bob: allowed=false key=1 (org) remaining=0 retry-after=20s
 	// org:acme left: 0
+}
+
+// ValidateKeys checks a key list as AllowAll does before deciding
+// anything; its errors name the key's index and the bound.
+func ExampleValidateKeys() {
+	for _, keys := range [][]keyrate.KeyCost{
+		{{Key: "user:alice", Cost: 1}, {Key: "org:acme", Cost: 1}},
+		{},
+		{{Key: "user:alice", Cost: 1}, {Key: "user:alice", Cost: 2}},
+		{{Key: "user:alice", Cost: 0}},
+	} {
+		err := keyrate.ValidateKeys(keys)
+		fmt.Println(errors.Is(err, keyrate.ErrInvalidKeys), errors.Is(err, keyrate.ErrInvalidCost), err)
+	}
+	// Output:
+	// false false <nil>
+	// true false keyrate: invalid key list: no keys (at least 1)
+	// true false keyrate: invalid key list: key 1 ("user:alice") is key 0 again
+	// false true keyrate: invalid cost: key 0 ("user:alice"): cost 0 is below 1
 }

@@ -162,12 +162,12 @@ func (s *Store) AllowAllContext(ctx context.Context, keys []keyrate.KeyCost) (ke
 	// TTL (set by send), then each key's arguments.
 	args := make([]any, 0, 5+counted*(5+4*keyrate.MaxLimits))
 	args = append(args, "evalsha", multiSHA, counted)
-	var first string
+	var firstKey string
 	for i, k := range keys {
 		if plans[i] != nil {
 			rk := s.redisKey(k.Key)
-			if first == "" {
-				first = rk
+			if firstKey == "" {
+				firstKey = rk
 			}
 			args = append(args, rk)
 		}
@@ -179,7 +179,7 @@ func (s *Store) AllowAllContext(ctx context.Context, keys []keyrate.KeyCost) (ke
 			args = append(args, p.args...)
 		}
 	}
-	res, err := s.run(ctx, first, &plan{multi: args}, 0, "")
+	res, err := s.run(ctx, firstKey, &plan{multi: args}, 0, "")
 	if err != nil {
 		if err != errRefused && ctx.Err() == nil {
 			err = s.fail(err)
