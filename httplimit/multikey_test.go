@@ -2,9 +2,12 @@ package httplimit
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,5 +180,62 @@ func TestByKeysOneAllocation(t *testing.T) {
 		if n > 1 {
 			t.Errorf("burst %d: %v allocations a request, want at most 1", burst, n)
 		}
+	}
+}
+
+// TestByKeysConcurrent: requests of 8 users of one organisation, released
+// together on a frozen clock, through one ByKeys middleware (its key
+// buffers pooled): no user passes its Burst of 5, the organisation not
+// its 20, and every response is 200 or 429.
+func TestByKeysConcurrent(t *testing.T) {
+	lim, err := atomicbucket.New(keyrate.PerHour(100), keyrate.WithClock(clock.NewManual(0)), keyrate.WithPolicies(
+		keyrate.Policy{Name: "user", Limits: []keyrate.Limit{keyrate.PerHour(5)}},
+		keyrate.Policy{Name: "org", Limits: []keyrate.Limit{keyrate.PerHour(20)}},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, _ := lim.Tier("user")
+	org, _ := lim.Tier("org")
+	mw, err := New(lim, ByKeys(userAndOrg(user, org)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }))
+	const users, each = 8, 12
+	var passed [users]atomic.Int64
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	ready.Add(users)
+	done.Add(users)
+	for u := range users {
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			for range each {
+				switch code := get(h, fmt.Sprint("user-", u)).Code; code {
+				case 200:
+					passed[u].Add(1)
+				case 429:
+				default:
+					t.Errorf("status %d", code)
+				}
+			}
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	total := int64(0)
+	for u := range passed {
+		n := passed[u].Load()
+		if n > 5 {
+			t.Errorf("user-%d passed %d, above its Burst of 5", u, n)
+		}
+		total += n
+	}
+	if total > 20 || total == 0 {
+		t.Errorf("%d passed in all; the organisation's Burst is 20", total)
 	}
 }
