@@ -61,6 +61,8 @@
 // bucket, one 64-bit state per window of the policy it was last decided
 // under; a request is one all-or-nothing transition over them, and a
 // change of policy carries them over by the rule PolicyLimiter documents.
+// AllowAll decides one request against several keys (a user and its
+// organisation, each under its own tier), all or nothing.
 //
 // # Waiting
 //

@@ -73,6 +73,9 @@ func New(limiter keyrate.Limiter, opts ...Option) (*Interceptor, error) {
 	if c.tier != nil && in.policies == nil {
 		return nil, fmt.Errorf("%w: grpclimit.WithTier needs a keyrate.PolicyLimiter, and %T is not one", keyrate.ErrInvalidOption, limiter)
 	}
+	if c.keys != nil && in.policies == nil {
+		return nil, fmt.Errorf("%w: grpclimit.ByKeys needs a keyrate.PolicyLimiter, and %T is not one", keyrate.ErrInvalidOption, limiter)
+	}
 	in.ctxLimiter, _ = limiter.(contextLimiter)
 	if in.policies != nil {
 		in.ctxPolicies, _ = limiter.(contextPolicies)
@@ -148,6 +151,9 @@ func (in *Interceptor) decide(ctx context.Context, method string) error {
 // allow keys, costs and decides the call; an error is the status error
 // the call ends with.
 func (in *Interceptor) allow(ctx context.Context, method string) (keyrate.Decision, error) {
+	if in.keys != nil {
+		return in.allowKeys(ctx, method) // ByKeys (multikey.go)
+	}
 	key, err := in.key(ctx, method)
 	if err == nil && key == "" {
 		err = fmt.Errorf("%w: the key function returned an empty key", ErrNoKey)

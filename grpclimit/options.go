@@ -38,6 +38,7 @@ type config struct {
 	shadow    bool
 	onShadow  ShadowFunc
 	observer  keyrate.Observer // WithObserver's; nil for none
+	keys      KeysFunc         // ByKeys's (multikey.go); nil for none
 	err       error            // the first option that did not apply
 }
 

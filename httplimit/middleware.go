@@ -60,7 +60,10 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 		return nil, c.err
 	}
 	pl, _ := limiter.(keyrate.PolicyLimiter)
-	for _, need := range []string{c.tierOption, c.refundOption} {
+	if c.keysOption != "" && c.refundOption != "" {
+		return nil, fmt.Errorf("%w: httplimit.ByKeys does not take WithRefunds", keyrate.ErrInvalidOption)
+	}
+	for _, need := range []string{c.tierOption, c.refundOption, c.keysOption} {
 		if need != "" && pl == nil {
 			return nil, fmt.Errorf("%w: httplimit.%s needs a keyrate.PolicyLimiter, and %T is not one", keyrate.ErrInvalidOption, need, limiter)
 		}
@@ -122,6 +125,10 @@ type policySlot struct {
 // ServeHTTP decides r and either serves it with the wrapped handler or
 // answers it with the denied or an error handler.
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if m.keys != nil {
+		m.serveKeys(w, r) // ByKeys (multikey.go)
+		return
+	}
 	key, err := m.key(r)
 	if err == nil && key == "" {
 		err = fmt.Errorf("%w: the key function returned an empty key", ErrNoKey)

@@ -42,7 +42,10 @@ type config struct {
 	onShadow ShadowFunc
 	// observer is WithObserver's, nil for none.
 	observer keyrate.Observer
-	err      error // the first option that did not apply
+	// keys is ByKeys's function (multikey.go), keysOption "ByKeys" if set.
+	keys       KeysFunc
+	keysOption string
+	err        error // the first option that did not apply
 }
 
 // fail records the first option error.

@@ -73,8 +73,9 @@ func (p FailurePolicy) String() string {
 // of maxmemory-policy: see Store.PolicyCheck). Each count only grows.
 type Stats struct {
 	// Calls is the number of Redis round trips attempted: one per AllowN,
-	// AllowTier, Peek, Refund, Reserve, Wait, Cancel (and a Wait's own
-	// cancel) and each SCAN page of Len, not counting calls rejected for
+	// AllowTier, Store.AllowAll's one call, Peek, Refund, Reserve, Wait,
+	// Cancel (and a Wait's own cancel) and each SCAN page of Len (the
+	// two-step's calls count as theirs), not counting calls rejected for
 	// bad input, answered without Redis (an unlimited policy, a cancel
 	// that cannot give anything back, the deny cache's denials, the open
 	// circuit breaker's answers) or whose caller's context was done

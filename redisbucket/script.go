@@ -729,6 +729,10 @@ type plan struct {
 	// source, or clock.System()): the Rules of the reservations made under
 	// it, on whose clock Reservation.Wait sleeps. Store.plan sets it.
 	local *rules.Rules
+	// multi is the arguments of Store.AllowAllContext's one call
+	// (multikey.go), in a plan that stands for that call alone; nil in a
+	// policy's.
+	multi []any
 }
 
 // newPlan compiles p for the script, or returns an error wrapping

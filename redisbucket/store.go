@@ -650,6 +650,9 @@ func (s *Store) send(parent, ctx context.Context, rkey string, p *plan, cost int
 	if ts := s.set.timeSource; ts != nil {
 		now, minTTL = micros(ts.Now()), timeSourceTTLArg
 	}
+	if p.multi != nil { // Store.AllowAllContext's one call (multikey.go)
+		return sendMulti(ctx, s.client, p.multi, now, minTTL)
+	}
 	var m any = ""
 	if mode != "" {
 		m = mode

@@ -1,0 +1,19 @@
+package conformance_test
+
+import (
+	"testing"
+
+	"github.com/keyrate/keyrate/internal/conformance"
+)
+
+// TestMultiKey runs keyrate.AllowAll's checks (multikey.go) on every
+// in-process store.
+func TestMultiKey(t *testing.T) {
+	for _, s := range stores {
+		t.Run("store="+s.name, func(t *testing.T) {
+			open := conformance.NewOpenCarry(s.new)
+			conformance.RunMultiKey(t, conformance.MultiKey{Open: open})
+			t.Run("ZeroAllocs", func(t *testing.T) { conformance.MultiKeyZeroAllocs(t, open) })
+		})
+	}
+}

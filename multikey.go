@@ -1,0 +1,152 @@
+package keyrate
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxKeys is the most keys one AllowAll call decides: enough for a user,
+// its organisation, an endpoint and a few more, and small enough that the
+// call keeps its bookkeeping on the stack.
+const MaxKeys = 8
+
+// ErrInvalidKeys reports a key list AllowAll cannot decide: empty, longer
+// than MaxKeys, or naming one key twice (a key has one bucket whatever its
+// tier, so a key twice would be charged twice). The error names the value
+// and its bound.
+var ErrInvalidKeys = errors.New("keyrate: invalid key list")
+
+// KeyCost is one key of an AllowAll request: the key, the tier whose
+// policy it is decided under (the zero Tier is the default policy) and the
+// cost to spend from it, at least 1.
+type KeyCost struct {
+	Key  string
+	Tier Tier
+	Cost int
+}
+
+// MultiDecision is AllowAll's answer: the request is allowed only if every
+// key held its cost. Its Decision is one key's, the key at Index in the
+// request: the key that denied it (where several would have, the one
+// decided first), or, when it was allowed, the key nearest to denying,
+// the one left with the fewest Remaining (the first in the request of
+// those). The Decision's Allowed is the request's.
+type MultiDecision struct {
+	Decision
+	// Index is the position, in the request's keys, of the key Decision
+	// describes.
+	Index int
+}
+
+// AllowAll decides one request against several keys of l, each under its
+// own tier's policy, all or nothing: the request is allowed, and spends
+// every key's cost, only if every key holds its cost; a denied request
+// spends from none of them (but see the race below). It is a function of
+// any PolicyLimiter rather than a method so that every store, redisbucket
+// included, has it from the calls it already makes (a Redis store that
+// can decide the keys in one script call offers that too).
+//
+// It checks every key but the last (PolicyLimiter.PeekTier, which spends
+// nothing), then spends them one by one with AllowTier: a checked key
+// that does not hold its cost first, else the last key (its spend is its
+// check), then the other keys, the least to spare first. So a request a
+// key's limit denies (or that a key refuses with an error) before
+// anything was spent spends nothing, and a request of n keys costs n
+// spends and n−1 checks. Each spend is a store's own AllowTier, so every key keeps its
+// bound, Burst + Rate·T/Per over any interval T, however many calls run
+// at once, whatever the tier moves and evictions.
+//
+// Two effects of deciding the keys in turn, each bounded by the costs:
+//   - While the call runs, a key already spent holds its cost less: a
+//     concurrent request on that key may be denied that would have been
+//     allowed had this call been denied, for the length of the call.
+//   - If another request takes a key's tokens between the check and the
+//     spend (a race), the keys spent before it keep their spend: nothing
+//     is given back, because a refund made at a later clock reading than
+//     its spend can hand back tokens the key would have refilled anyway,
+//     which over-admits (a bucket near full at the spend, refilling while
+//     other requests drain it). Each such key is charged as if the
+//     request had been allowed on it: its cost, once. AllowAll never
+//     over-admits, and over-denies only on such a race.
+//
+// It returns an error, and spends nothing, wrapping ErrInvalidKeys for an
+// empty list, more than MaxKeys keys or a key given twice, ErrInvalidCost
+// for a cost below 1, and a key's error from PeekTier or from the first
+// spend (ErrUnknownPolicy, ErrCostExceedsBurst, ErrStoreFull, a store's
+// own); an error from a later spend leaves the keys spent before it
+// spent, as a race does. Errors name the key's index. It allocates
+// nothing on keys the store knows.
+func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
+	if err := ValidateKeys(keys); err != nil {
+		return MultiDecision{}, err
+	}
+	// Every key but the last is checked: spare[i] is what key i holds
+	// beyond its cost, and order[:last] those keys by spare, least first
+	// (an insertion sort of at most MaxKeys-1).
+	last := len(keys) - 1
+	var (
+		spare [MaxKeys]int
+		order [MaxKeys]uint8
+	)
+	for i, k := range keys[:last] {
+		p, err := l.PeekTier(k.Key, k.Tier)
+		if err != nil {
+			return MultiDecision{Index: i}, fmt.Errorf("key %d (%q): %w", i, k.Key, err)
+		}
+		spare[i] = p.Remaining - k.Cost
+		j := i
+		for ; j > 0 && spare[order[j-1]] > spare[i]; j-- {
+			order[j] = order[j-1]
+		}
+		order[j] = uint8(i)
+	}
+	// The spends: a checked key that lacks its cost first, then the last
+	// key, then the other checked keys, least to spare first.
+	first := 0
+	if last > 0 && spare[order[0]] < 0 {
+		first = 1
+	}
+	copy(order[first+1:last+1], order[first:last])
+	order[first] = uint8(last)
+	var best MultiDecision
+	for n, o := range order[:len(keys)] {
+		i := int(o)
+		d, err := l.AllowTier(keys[i].Key, keys[i].Tier, keys[i].Cost)
+		if err != nil {
+			return MultiDecision{Index: i}, fmt.Errorf("key %d (%q): %w", i, keys[i].Key, err)
+		}
+		if !d.Allowed {
+			return MultiDecision{Decision: d, Index: i}, nil
+		}
+		if n == 0 || d.Remaining < best.Remaining || d.Remaining == best.Remaining && i < best.Index {
+			best = MultiDecision{Decision: d, Index: i}
+		}
+	}
+	return best, nil
+}
+
+// ValidateKeys reports whether AllowAll can decide keys, as AllowAll
+// checks them before it decides anything: 1 to MaxKeys keys, each named
+// once, each cost at least 1. It returns nil, or an error wrapping
+// ErrInvalidKeys or ErrInvalidCost that names the key's index, the value
+// and its bound. A store that decides several keys its own way (such as
+// redisbucket's one script call) checks them with it.
+func ValidateKeys(keys []KeyCost) error {
+	switch {
+	case len(keys) == 0:
+		return fmt.Errorf("%w: no keys (at least 1)", ErrInvalidKeys)
+	case len(keys) > MaxKeys:
+		return fmt.Errorf("%w: %d keys, above the most of %d", ErrInvalidKeys, len(keys), MaxKeys)
+	}
+	for i, k := range keys {
+		if k.Cost < 1 {
+			return fmt.Errorf("%w: key %d (%q): cost %d is below 1", ErrInvalidCost, i, k.Key, k.Cost)
+		}
+		for j := range i {
+			if keys[j].Key == k.Key {
+				return fmt.Errorf("%w: key %d (%q) is key %d again", ErrInvalidKeys, i, k.Key, j)
+			}
+		}
+	}
+	return nil
+}
