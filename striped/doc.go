@@ -29,9 +29,9 @@
 // A deny so costs the hash, the clock reading and the lookup, and writes
 // nothing: however many cores deny requests for one key, the lines they
 // read stay in every core's cache. A spend pays for the lookup outside
-// the lock and the check of the count under it: about 85 instructions a
+// the lock and the check of the count under it: about 70 instructions a
 // call more than a lookup under the lock took (callgrind, BenchmarkAllow
-// wl=hotkey at -cpu 1: 484 against 400), in exchange for a lock held for
+// wl=hotkey at -cpu 1: 471 against 400), in exchange for a lock held for
 // the arithmetic alone.
 //
 // A reservation is a spend allowed past the fill time by the maximum wait

@@ -202,9 +202,7 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 	if !short {
 		h = s.seed.Hash(key)
 	}
-	r := rs.Rule(0)
 	t = rs.Now()
-	now := r.Ticks(t)
 	sp := s.tab.of(h)
 	ver := sp.m.Version()
 	var (
@@ -217,6 +215,8 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 	} else {
 		slot, first, found = sp.m.SeekLong(key, h, rs, ver)
 	}
+	r := rs.Rule(0) // after the lookup: fewer values kept across its call
+	now := r.Ticks(t)
 	var next rules.State
 	if found && first < sweep.Fresh {
 		if rs.OneBucket() { // the token bucket's arithmetic, inlined

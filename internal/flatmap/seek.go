@@ -104,33 +104,36 @@ func (m *Map) Seek(key string, h uint64, rs *rules.Rules, ver uint64) (Hit, rule
 		return Hit{}, 0, false
 	}
 	i, p := uint(home(h, len(slots))), probe(h)
-	for d := p &^ 0xff; ; i = 0 { // as in Find
+	var ref uint64
+	for ; ; i = 0 { // as in Find
 		for ; i < uint(len(slots)); i++ {
-			ref := atomic.LoadUint64(&slots[i].ref)
+			ref = atomic.LoadUint64(&slots[i].ref)
 			if top := ref >> topShift; top == p {
 				off := uint(uint32(ref))
 				if off+head+n <= uint(len(a)) && (head == 0 || at(a, off) == byte(n)) &&
 					word(a, off+head) == lo && word(a, off+head+n-8) == hi {
-					// Found: the key's policy and state, and the count
-					// again. (Here, not in a function of its own, so
-					// that Seek makes no call and needs no stack frame;
-					// SeekLong ends alike.)
-					for testSeekPause.Load() != 0 { // tests only: see pauseSeek
-						testSeekPaused.Store(1)
-					}
-					q := uint(ref >> polShift & polMask)
-					if q >= uint(len(w.pols)) || w.pols[q].rs.Load() != rs {
-						return Hit{}, 0, false
-					}
-					first := rules.State(atomic.LoadUint64((*uint64)(&slots[i].first)))
-					return Hit{&slots[i]}, first, m.ver.Load() == ver
+					goto found
 				}
-			} else if top < d { // empty, or nearer its home than key would be
+			} else if top < p&^0xff { // empty, or nearer its home than key would be
 				return Hit{}, 0, false
 			}
-			p, d = p+1<<8, d+1<<8
+			p += 1 << 8
 		}
 	}
+found:
+	// The key's policy and state, and the count again. (Here, not in a
+	// function of its own, so that Seek makes no call and needs no stack
+	// frame; SeekLong ends alike.) A view loaded again is the one the slot
+	// was found in, unless the count has moved.
+	for testSeekPause.Load() != 0 { // tests only: see pauseSeek
+		testSeekPaused.Store(1)
+	}
+	w = m.view.Load()
+	if q := uint(ref >> polShift & polMask); q >= uint(len(w.pols)) || w.pols[q].rs.Load() != rs {
+		return Hit{}, 0, false
+	}
+	first := rules.State(atomic.LoadUint64((*uint64)(&slots[i].first)))
+	return Hit{&slots[i]}, first, m.ver.Load() == ver
 }
 
 // SeekLong is Seek for any key: Seek's own case, a key of 8 to 16 bytes
