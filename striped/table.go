@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -34,6 +35,11 @@ type stripeData struct {
 	// mu is on a line Seek does not read (asserted by a test), since
 	// every locked call writes it.
 	mu sync.Mutex
+	// seek is how many more calls on the stripe look their key up
+	// without the lock first (see takeOne): set to seekCalls by a deny,
+	// counted down by a spend made that way. It shares mu's line, which
+	// a locked call writes anyway.
+	seek atomic.Int32
 	// floor is the latest reading at which any key evicted from this
 	// stripe was full: a key missing from the stripe is a bucket in the
 	// floor's states (see insert).
@@ -165,20 +171,75 @@ func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.Stat
 	return now, sp.m.SetRules(i, rs, s)
 }
 
+// seekCalls is how many calls on a stripe look their key up without the
+// lock first after a deny on it (see takeOne): enough that a key denied
+// again and again keeps that path while other keys of its stripe spend,
+// few enough that a stripe whose keys stopped being denied soon goes back
+// to the cheaper locked lookup.
+const seekCalls = 64
+
 // takeOne is the hot path of a spend, or of a reservation within wait
 // ticks (rules.Rule.WaitTicks of the maximum wait; 0 for a spend), of
 // cost tokens for key under rs, a policy of one window (rs.Len() == 1).
-// It hashes key (the 8- to 16-byte case inlined), reads the clock, and
-// finds key's slot and state without a lock (flatmap.Map.Seek). A state
-// that denies is the answer: the call takes no lock and writes nothing.
-// Otherwise it locks key's stripe and, if the stripe holds key under rs,
-// applies the rule's arithmetic (the token bucket's inlined) to the state
-// it holds now, stores the state if it spent and unlocks, returning the
-// state after the call, the reading t it was decided at, key's hash h and
-// whether it spent. For any other key it reports a miss, changing
-// nothing, with h for the slow path (take), so that a call hashes its key
-// once either way. It returns no States, which would cost a 64-byte copy
-// per call.
+// It hashes key (the 8- to 16-byte case inlined) and reads the clock.
+// Then, on a stripe that denied a call lately (its seek count is above
+// zero), it finds key's slot and state without a lock (seekOne): a state
+// that denies is the answer, and the call takes no lock and writes
+// nothing. On any other stripe it locks, finds key, applies the rule's
+// arithmetic (the token bucket's inlined) and stores the state if it
+// spent. It returns the state after the call, the reading t it was
+// decided at, key's hash h and whether it spent. For any other key it
+// reports a miss, changing nothing, with h for the slow path (take), so
+// that a call hashes its key once either way. It returns no States, which
+// would cost a 64-byte copy per call.
+//
+// The lookup without the lock (flatmap.Map.Seek) costs a spend about 70
+// instructions more than the locked one on one core, so a stripe takes it
+// only while it denies: the first deny of a key whose stripe has not
+// denied for seekCalls calls takes the lock once, and the calls after it
+// do not. Either path decides as the other would (see seekOne).
+func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
+	h, short := s.seed.Short(key)
+	if !short {
+		h = s.seed.Hash(key)
+	}
+	t = rs.Now()
+	sp := s.tab.of(h)
+	if sp.seek.Load() > 0 {
+		state, ok, hit = sp.seekOne(key, short, h, rs, t, cost, wait)
+		return state, t, h, ok, hit
+	}
+	r := rs.Rule(0)
+	now := r.Ticks(t)
+	sp.mu.Lock()
+	i, found := sp.m.Find(key, h)
+	if !found || sp.m.Rules(i) != rs {
+		sp.mu.Unlock()
+		return 0, t, h, false, false
+	}
+	var next rules.State
+	if rs.OneBucket() { // the token bucket's arithmetic, inlined
+		next, ok = r.ReserveBucket(sp.m.First(i), now, cost, wait)
+	} else { // a window algorithm
+		next, ok = r.Reserve(sp.m.First(i), now, cost, wait)
+	}
+	if ok {
+		sp.m.SetFirst(i, next)
+	} else { // on a deny, next is the state it held, and nothing is written
+		sp.seek.Store(seekCalls)
+	}
+	sp.mu.Unlock()
+	return next, t, h, ok, true
+}
+
+// seekOne is takeOne's path on a stripe that denied lately, after the
+// hash and the clock reading t: it finds key's slot and state without the
+// lock (flatmap.Map.Seek), and a state that denies is the answer, with no
+// lock taken and nothing written. Otherwise it locks the stripe, uses the
+// slot Seek found as it is if the table's sequence count has not moved
+// (the key is still there, under the same policy) and the arithmetic done
+// before the lock if the state is still the one it was done on, stores
+// the state if it spent, and counts the stripe's seek count down.
 //
 // A deny without the lock is the locked path's deny: the clock is read
 // before the state, as the locked path reads it before the lock, and the
@@ -189,21 +250,8 @@ func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.Stat
 // lock at that instant would be, with the same Decision. A key that is
 // missing, under another policy, or in a sentinel state (sweep.Fresh and
 // up), and any reading that overlapped a change to the table, take the
-// lock. Under the lock, the slot Seek found is used as it is if the
-// table's sequence count has not moved (the key is still there, under
-// the same policy), and the arithmetic done before the lock is reused if
-// the state is still the one it was done on: a spend looks its key up
-// once, outside the lock.
-//
-// The whole hot path is one frame, so the values it keeps across its
-// calls (the clock, Seek) are saved once each.
-func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
-	h, short := s.seed.Short(key)
-	if !short {
-		h = s.seed.Hash(key)
-	}
-	t = rs.Now()
-	sp := s.tab.of(h)
+// lock.
+func (sp *stripe) seekOne(key string, short bool, h uint64, rs *rules.Rules, t time.Duration, cost int, wait uint64) (state rules.State, ok, hit bool) {
 	ver := sp.m.Version()
 	var (
 		slot  flatmap.Hit
@@ -225,7 +273,7 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 			next, ok = r.Reserve(first, now, cost, wait)
 		}
 		if !ok { // denied by the state of one instant: no lock, no write
-			return first, t, h, false, true
+			return first, false, true
 		}
 	}
 	sp.mu.Lock()
@@ -233,7 +281,7 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 		i, found := sp.m.Find(key, h)
 		if !found || sp.m.Rules(i) != rs {
 			sp.mu.Unlock()
-			return 0, t, h, false, false
+			return 0, false, false
 		}
 		slot = sp.m.At(i)
 	}
@@ -246,9 +294,10 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 	}
 	if ok {
 		slot.SetFirst(next) // on a deny, nothing is written
+		sp.seek.Add(-1)
 	}
 	sp.mu.Unlock()
-	return next, t, h, ok, true
+	return next, ok, true
 }
 
 // refund gives cost tokens back to key under rs at reading now, carrying
