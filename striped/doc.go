@@ -9,16 +9,58 @@
 // Each stripe is a sync.Mutex and a pointer-free open-addressing table
 // (package internal/flatmap: Robin Hood slots of 16 bytes holding window
 // 0's state and a reference into an append-only arena of the keys' bytes,
-// with the states of a key's other windows after its bytes), padded to
-// whole cache lines so that stripes never share one. A call hashes the key
-// once, reads the clock, locks the stripe the hash's top bits pick, finds
-// the key's slot from the hash's low bits (comparing the key's bytes in
-// the arena), applies keyrate's shared transition to the key's state and
-// unlocks. A reservation is a spend allowed past the fill time by the
-// maximum wait (see keyrate.WaitLimiter), decided under the stripe's lock
-// like any spend, and so is Cancel. Wait creates no timer when the tokens
-// are there, and otherwise sleeps on the store's clock on the caller's
-// goroutine.
+// with the states of a key's other windows after its bytes). A call
+// hashes the key once and reads the clock; the hash's top bits pick the
+// stripe and its low bits the key's home slot. On a stripe that denied a
+// call lately (within its last 64 spends), a known key of a policy of
+// one window is then found without the lock (flatmap.Map.Seek: atomic
+// loads under the table's sequence count, a seqlock that only a change to
+// the table, an insertion, eviction, growth or move to another policy,
+// advances). If the state read so proves the request denied, that is the
+// answer: the call takes no lock and writes nothing, and is decided as a
+// locked call that took the lock at the instant of that read would be,
+// with the same Decision (the clock is read before, and the arithmetic is
+// pure). On other stripes the lookup without the lock would cost a spend
+// about 70 instructions on one core, so a call there locks first, as a
+// spend must, and a deny under the lock writes nothing and marks the
+// stripe: a key denied again and again takes the lock once. Otherwise the
+// call locks the stripe, uses the slot found if the
+// sequence count has not moved (and looks the key up again if it has),
+// applies keyrate's shared transition to the key's state and unlocks. A
+// new key, a key under another policy, a policy of several windows or a
+// sliding log, and a reading that overlapped a change to the table take
+// the lock from the start.
+//
+// A deny so costs the hash, the clock reading and the lookup, and writes
+// nothing: however many cores deny requests for one key, the lines they
+// read stay in every core's cache. A spend pays for the lookup outside
+// the lock and the check of the count under it: about 70 instructions a
+// call more than a lookup under the lock took (callgrind, BenchmarkAllow
+// wl=hotkey at -cpu 1: 471 against 400), in exchange for a lock held for
+// the arithmetic alone.
+//
+// A reservation is a spend allowed past the fill time by the maximum wait
+// (see keyrate.WaitLimiter), decided like any spend (and denied without
+// the lock like one), and Cancel is decided under the lock. Wait creates
+// no timer when the tokens are there, and otherwise sleeps on the store's
+// clock on the caller's goroutine.
+//
+// # Layout
+//
+// What a call reads and writes is laid out so that calls on different
+// stripes never take a cache line from each other, and denies take none
+// at all. A stripe is three cache lines: the table's header, whose first
+// line holds all that a lock-free read needs (sequence count, the pointer
+// to the table's current arrays), written only by a change to the table,
+// and the mutex on a line of its own, since every locked call writes it.
+// The stripes array is at least 32 KiB, so that it starts on a page (a
+// smaller array of objects with pointers starts 8 bytes into its slot,
+// which would split every stripe across four lines). Each stripe's slots
+// and arena are allocated on whole cache lines of their own
+// (layout.Lines): the allocator packs small objects of a size class side
+// by side (288 bytes for a table of 18 slots), so two stripes' tables
+// could share a line, and spends under two different locks take it from
+// each other. Tests read the addresses and fail if any of this regresses.
 //
 // The hash is flatmap.Seed.Hash, a keyed wyhash (the construction Go's
 // runtime hashes its own map keys with on processors without AES
@@ -42,7 +84,10 @@
 // half, rehashing its keys) or arena (by an eighth), amortised over the
 // keys that filled them. A stripe refuses a new key with
 // keyrate.ErrStoreFull, as a full store does, only if its arena would pass
-// 4 GiB or its keys be under more than 65535 policies at once.
+// 4 GiB or its keys be under more than 65535 policies at once. A stripe
+// takes 192 bytes before it holds a key; its table and arena each take
+// up to a cache line more than they hold, to start on a line of their own
+// (see Layout).
 //
 // # Eviction
 //

@@ -24,9 +24,10 @@ import (
 //
 // Call Allow or AllowN on the request path (AllowTier under a tier), Peek
 // to look without spending, Wait or Reserve where a caller may wait its
-// turn, and Refund to give back tokens a request did not use. A call
-// locks one stripe; keys on different stripes never contend, and a known
-// key costs no allocation.
+// turn, and Refund to give back tokens a request did not use. A call that
+// spends locks one stripe, and keys on different stripes never contend; a
+// request that a known key's state already denies (one window) takes no
+// lock and writes nothing. A known key costs no allocation.
 //
 // A Store is safe for concurrent use. Create one with New, and Close it if
 // it has a background sweeper (keyrate.WithSweepInterval); the zero value
@@ -72,8 +73,8 @@ func DefaultStripes() int { return layout.NextPow2(16 * runtime.GOMAXPROCS(0)) }
 // WithStripes sets the number of stripes, a power of two from 1 to
 // MaxStripes; any other n makes New fail with an error wrapping
 // keyrate.ErrInvalidOption. The default is DefaultStripes(). Each stripe
-// takes 128 bytes before it holds a key (two cache lines): MaxStripes of
-// them, 128 MiB.
+// takes 192 bytes before it holds a key (three cache lines), and the
+// stripes at least 32 KiB together: MaxStripes of them, 192 MiB.
 func WithStripes(n int) keyrate.Option {
 	return config.StoreOption("striped.WithStripes", func(s *settings) error {
 		if n < 1 || n > MaxStripes || n&(n-1) != 0 {

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -23,11 +24,22 @@ type table struct {
 	shift uint
 }
 
-// stripeData is one lock and the keys it guards. Every field is guarded
-// by mu.
+// stripeData is one lock and the keys it guards. Every field is written
+// only under mu; m's states and the fields its Seek reads are also read
+// without it (flatmap.Map.Seek).
 type stripeData struct {
+	// m comes first, so that the fields Seek reads (flatmap.SeekBytes)
+	// start the stripe's first line, which only a change to the table
+	// writes: every core keeps a copy of it.
+	m flatmap.Map
+	// mu is on a line Seek does not read (asserted by a test), since
+	// every locked call writes it.
 	mu sync.Mutex
-	m  flatmap.Map
+	// seek is how many more calls on the stripe look their key up
+	// without the lock first (see takeOne): set to seekCalls by a deny,
+	// counted down by a spend made that way. It shares mu's line, which
+	// a locked call writes anyway.
+	seek atomic.Int32
 	// floor is the latest reading at which any key evicted from this
 	// stripe was full: a key missing from the stripe is a bucket in the
 	// floor's states (see insert).
@@ -35,12 +47,13 @@ type stripeData struct {
 }
 
 // stripe is a stripeData padded to a whole number of cache lines, so that
-// two stripes' locks never share a line (asserted by a test).
+// two stripes never share a line (asserted by a test).
 type stripe struct {
-	// The padding goes first: a zero-size last field would be given
-	// padding of its own (so that its address stays inside the struct).
-	_ [(layout.CacheLine - unsafe.Sizeof(stripeData{})%layout.CacheLine) % layout.CacheLine]byte
 	stripeData
+	// The padding goes last, so that m starts the stripe's first line;
+	// it is never of size zero (which would be given padding of its own)
+	// while stripeData is not a whole number of lines, as the test checks.
+	_ [(layout.CacheLine - unsafe.Sizeof(stripeData{})%layout.CacheLine) % layout.CacheLine]byte
 }
 
 // sweepChunk is how many keys a whole sweep examines under a stripe's
@@ -63,8 +76,17 @@ const sweepRestarts = 4
 // are not full (the Incremental check measured 1048 keys for 1000 live).
 const sampled = 16
 
+// minStripes is the fewest stripes newTable allocates room for: enough
+// for an array past the allocator's largest small size (32 KiB), which
+// starts on a page of its own. A smaller array of objects holding
+// pointers starts 8 bytes into its size class's slot (Go's malloc header),
+// which would put every stripe's mutex on a line with its neighbour's
+// map. The unused stripes cost 32 KiB at most, once per store; with the
+// default stripe count on 11 or more cores there are none.
+const minStripes = 32<<10/unsafe.Sizeof(stripe{}) + 1
+
 func newTable(s *Store, stripes int, hashed bool) *table {
-	t := &table{stripes: make([]stripe, stripes), shift: 63}
+	t := &table{stripes: make([]stripe, stripes, max(stripes, int(minStripes))), shift: 63}
 	for n := stripes; n > 1; n >>= 1 {
 		t.shift--
 	}
@@ -149,30 +171,46 @@ func (sp *stripe) load(i int, rs *rules.Rules, now time.Duration, s []rules.Stat
 	return now, sp.m.SetRules(i, rs, s)
 }
 
+// seekCalls is how many calls on a stripe look their key up without the
+// lock first after a deny on it (see takeOne): enough that a key denied
+// again and again keeps that path while other keys of its stripe spend,
+// few enough that a stripe whose keys stopped being denied soon goes back
+// to the cheaper locked lookup.
+const seekCalls = 64
+
 // takeOne is the hot path of a spend, or of a reservation within wait
 // ticks (rules.Rule.WaitTicks of the maximum wait; 0 for a spend), of
 // cost tokens for key under rs, a policy of one window (rs.Len() == 1).
-// It hashes key (the 8- to 16-byte case inlined), reads the clock, locks
-// key's stripe and, if the stripe holds key under rs, applies the rule's
-// arithmetic (the token bucket's inlined), stores the state and unlocks,
-// returning the state after the call, the reading t it was decided at,
-// key's hash h and whether it spent. For any other key it reports a
-// miss, changing nothing, with h for the slow path (take), so that a
-// call hashes its key once either way. It returns no States, which would
-// cost a 64-byte copy per call.
+// It hashes key (the 8- to 16-byte case inlined) and reads the clock.
+// Then, on a stripe that denied a call lately (its seek count is above
+// zero), it finds key's slot and state without a lock (seekOne): a state
+// that denies is the answer, and the call takes no lock and writes
+// nothing. On any other stripe it locks, finds key, applies the rule's
+// arithmetic (the token bucket's inlined) and stores the state if it
+// spent. It returns the state after the call, the reading t it was
+// decided at, key's hash h and whether it spent. For any other key it
+// reports a miss, changing nothing, with h for the slow path (take), so
+// that a call hashes its key once either way. It returns no States, which
+// would cost a 64-byte copy per call.
 //
-// The hash and the clock reading come before the lock, as they did when
-// the callers made them; the whole hot path is one frame, so the values
-// it keeps across its calls (the clock, Find) are saved once each.
+// The lookup without the lock (flatmap.Map.Seek) costs a spend about 70
+// instructions more than the locked one on one core, so a stripe takes it
+// only while it denies: the first deny of a key whose stripe has not
+// denied for seekCalls calls takes the lock once, and the calls after it
+// do not. Either path decides as the other would (see seekOne).
 func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
 	h, short := s.seed.Short(key)
 	if !short {
 		h = s.seed.Hash(key)
 	}
-	r := rs.Rule(0)
 	t = rs.Now()
-	now := r.Ticks(t)
 	sp := s.tab.of(h)
+	if sp.seek.Load() > 0 {
+		state, ok, hit = sp.seekOne(key, short, h, rs, t, cost, wait)
+		return state, t, h, ok, hit
+	}
+	r := rs.Rule(0)
+	now := r.Ticks(t)
 	sp.mu.Lock()
 	i, found := sp.m.Find(key, h)
 	if !found || sp.m.Rules(i) != rs {
@@ -185,9 +223,81 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 	} else { // a window algorithm
 		next, ok = r.Reserve(sp.m.First(i), now, cost, wait)
 	}
-	sp.m.SetFirst(i, next) // on a deny, the state it held: no branch
+	if ok {
+		sp.m.SetFirst(i, next)
+	} else { // on a deny, next is the state it held, and nothing is written
+		sp.seek.Store(seekCalls)
+	}
 	sp.mu.Unlock()
 	return next, t, h, ok, true
+}
+
+// seekOne is takeOne's path on a stripe that denied lately, after the
+// hash and the clock reading t: it finds key's slot and state without the
+// lock (flatmap.Map.Seek), and a state that denies is the answer, with no
+// lock taken and nothing written. Otherwise it locks the stripe, uses the
+// slot Seek found as it is if the table's sequence count has not moved
+// (the key is still there, under the same policy) and the arithmetic done
+// before the lock if the state is still the one it was done on, stores
+// the state if it spent, and counts the stripe's seek count down.
+//
+// A deny without the lock is the locked path's deny: the clock is read
+// before the state, as the locked path reads it before the lock, and the
+// state is one atomic load, the key's state at that instant under rs (a
+// state of an instant at which the table was not changing: Seek checks
+// its sequence count); the arithmetic is pure, and on a deny leaves the
+// state as it was. So the call is decided as a locked call that took the
+// lock at that instant would be, with the same Decision. A key that is
+// missing, under another policy, or in a sentinel state (sweep.Fresh and
+// up), and any reading that overlapped a change to the table, take the
+// lock.
+func (sp *stripe) seekOne(key string, short bool, h uint64, rs *rules.Rules, t time.Duration, cost int, wait uint64) (state rules.State, ok, hit bool) {
+	ver := sp.m.Version()
+	var (
+		slot  flatmap.Hit
+		first rules.State
+		found bool
+	)
+	if short {
+		slot, first, found = sp.m.Seek(key, h, rs, ver)
+	} else {
+		slot, first, found = sp.m.SeekLong(key, h, rs, ver)
+	}
+	r := rs.Rule(0) // after the lookup: fewer values kept across its call
+	now := r.Ticks(t)
+	var next rules.State
+	if found && first < sweep.Fresh {
+		if rs.OneBucket() { // the token bucket's arithmetic, inlined
+			next, ok = r.ReserveBucket(first, now, cost, wait)
+		} else { // a window algorithm
+			next, ok = r.Reserve(first, now, cost, wait)
+		}
+		if !ok { // denied by the state of one instant: no lock, no write
+			return first, false, true
+		}
+	}
+	sp.mu.Lock()
+	if !found || sp.m.Version() != ver { // missed, or the table changed since: look again
+		i, found := sp.m.Find(key, h)
+		if !found || sp.m.Rules(i) != rs {
+			sp.mu.Unlock()
+			return 0, false, false
+		}
+		slot = sp.m.At(i)
+	}
+	if cur := slot.First(); !ok || cur != first { // not decided before the lock on this state
+		if rs.OneBucket() {
+			next, ok = r.ReserveBucket(cur, now, cost, wait)
+		} else {
+			next, ok = r.Reserve(cur, now, cost, wait)
+		}
+	}
+	if ok {
+		slot.SetFirst(next) // on a deny, nothing is written
+		sp.seek.Add(-1)
+	}
+	sp.mu.Unlock()
+	return next, ok, true
 }
 
 // refund gives cost tokens back to key under rs at reading now, carrying

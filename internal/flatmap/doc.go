@@ -39,7 +39,28 @@
 // Memory per key, for a table between 7/12 and 7/8 full: 18 to 27 bytes of
 // slot and the record (17 bytes for a 16-byte key), about 40 bytes in all.
 //
-// A Map is not safe for concurrent use: its owner locks. An index into
-// the slots (from Find) is valid until the next Insert, Delete, SetRules
-// or Tidy.
+// The slots array and the arena are allocated on whole cache lines of
+// their own (layout.Lines), so that the states one map's owner writes
+// never share a line with another map's.
+//
+// # Reading without the lock
+//
+// A Map is not safe for concurrent use: its owner locks, and every change
+// is made under that lock. An index into the slots (from Find) is valid
+// until the next Insert, Delete, SetRules or Tidy. One read may be made
+// without the lock: Seek, which finds a key under a given policy and
+// reads window 0's state. The changes that move slots, records or
+// policies (Insert, Delete, SetRules, Tidy) advance a sequence count
+// around themselves (odd while under way, a seqlock) and publish the
+// arrays as they leave them (a view, replaced when an array is
+// reallocated); the owner writes slots and policies with atomic stores.
+// Seek loads the count, the view and the slots' words atomically, reads
+// key bytes only of records named by refs it loaded (bytes written before
+// the ref was stored, and never again in that array), and reports a hit
+// only if the count has not moved: what it returns is then the key's state
+// under that policy at the instant it loaded it. A change to states alone
+// (SetFirst, Store) leaves the count as it is, so a hot key's spends do
+// not make its readers retry. Version returns the count, so that an owner
+// that takes the lock after a Seek may use the slot it found if nothing
+// has moved since.
 package flatmap

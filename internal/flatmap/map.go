@@ -3,8 +3,10 @@ package flatmap
 import (
 	"encoding/binary"
 	"math"
+	"sync/atomic"
 	"unsafe"
 
+	"github.com/keyrate/keyrate/internal/layout"
 	"github.com/keyrate/keyrate/internal/rules"
 )
 
@@ -34,32 +36,95 @@ const (
 )
 
 // slot is one key: window 0's state and its ref word (see the package
-// documentation); a ref of 0 is an empty slot.
+// documentation); a ref of 0 is an empty slot. Its owner writes both
+// words with atomic stores (set, setFirst, setRef), since Seek reads them
+// without the lock; reads under the lock are plain.
 type slot struct {
 	first rules.State
 	ref   uint64
 }
 
+// set stores e in s, a word at a time.
+func (s *slot) set(e slot) {
+	atomic.StoreUint64((*uint64)(&s.first), uint64(e.first))
+	atomic.StoreUint64(&s.ref, e.ref)
+}
+
+// setFirst stores window 0's state in s.
+func (s *slot) setFirst(v rules.State) { atomic.StoreUint64((*uint64)(&s.first), uint64(v)) }
+
+// setRef stores s's ref word.
+func (s *slot) setRef(ref uint64) { atomic.StoreUint64(&s.ref, ref) }
+
+// newSlots returns a zeroed slots array of n slots on whole cache lines of
+// its own (layout.Lines), so that the writes a store makes to one map's
+// states never share a line with another map's (false sharing). A slot
+// holds no pointer, so the array may be bytes underneath.
+func newSlots(n int) []slot {
+	b := layout.Lines(n * int(unsafe.Sizeof(slot{})))
+	return unsafe.Slice((*slot)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}
+
+// newArena returns an arena of length n and capacity size on cache lines
+// of its own (see newSlots).
+func newArena(n, size int) []byte { return layout.Lines(size)[:n:size] }
+
 // policy is an entry of the policy index: a policy and how many keys are
-// under it; rs is nil where keys is 0.
+// under it; rs is nil where keys is 0. rs is atomic, since Seek reads it
+// without the lock.
 type policy struct {
-	rs   *rules.Rules
+	rs   atomic.Pointer[rules.Rules]
 	keys int
+}
+
+// view is what Seek reads without the owner's lock: the slots, the arena
+// (to its capacity) and the policy index (to its capacity) as they stand
+// after the last change to any of the three arrays. It is never modified:
+// a change to an array publishes a new view (publish).
+type view struct {
+	slots []slot
+	arena []byte
+	pols  []policy
 }
 
 // Map is a pointer-free table from a key to its states (see the package
 // documentation). Set it up with Init; the zero Map has no seed, and
 // fails on its first growth.
 type Map struct {
+	// ver is a sequence count: odd while a change that moves slots,
+	// records or policies is under way (begin, end), bumped to even after
+	// it. Seek reads it before and after, and fails if it moved.
+	ver atomic.Uint64
+	// view is the arrays as Seek reads them (see view).
+	view atomic.Pointer[view]
+	// hashed says keys are their 64-bit hashes. It, ver and view are
+	// the fields Seek reads, and come first (SeekBytes).
+	hashed bool
+	gen    uint32 // rebuilds of slots
 	slots  []slot
 	arena  []byte
 	pols   []policy  // the policy index
 	logs   *logTable // the logs of keys under SlidingLog policies (log.go)
 	n      int       // keys held
 	dead   int       // bytes of dead records in arena
-	gen    uint32    // rebuilds of slots
-	hashed bool      // keys are their 64-bit hashes
 	seed   *Seed     // the seed of the hashes, to rehash keys (the caller's: 8 bytes here)
+}
+
+// SeekBytes is how many bytes from the start of a Map Seek reads: its
+// sequence count, view and hashed flag. A caller that embeds a Map keeps
+// them off any cache line it writes on every call (a lock's), so that
+// Seek's reads of them hit a line every core holds.
+const SeekBytes = unsafe.Offsetof(Map{}.hashed) + unsafe.Sizeof(Map{}.hashed)
+
+// Extents returns the address ranges, [start, end), of m's slots array
+// and its arena (to their capacities), the memory a store writes states
+// to: for tests of layout.
+func (m *Map) Extents() [2][2]uintptr {
+	span := func(p unsafe.Pointer, n uintptr) [2]uintptr { return [2]uintptr{uintptr(p), uintptr(p) + n} }
+	return [2][2]uintptr{
+		span(unsafe.Pointer(unsafe.SliceData(m.slots)), uintptr(cap(m.slots))*unsafe.Sizeof(slot{})),
+		span(unsafe.Pointer(unsafe.SliceData(m.arena)), uintptr(cap(m.arena))),
+	}
 }
 
 // Init empties m and sets it up for keys hashed with seed by Seed.Hash
@@ -67,7 +132,7 @@ type Map struct {
 // are 64-bit hashes, passed as the hash alone. m keeps seed, which must
 // not change while m is in use: a store keeps one Seed for all its maps,
 // and each map holds a pointer to it rather than its 32 bytes (which
-// would push a striped stripe past two cache lines).
+// would push a striped stripe's map past two cache lines).
 func (m *Map) Init(seed *Seed, hashed bool) {
 	*m = Map{hashed: hashed, seed: seed}
 }
@@ -197,13 +262,13 @@ func uvarint(a []byte) (int, int) {
 }
 
 // Rules returns the policy the key in slot i is under.
-func (m *Map) Rules(i int) *rules.Rules { return m.pols[m.slots[i].ref>>polShift&polMask].rs }
+func (m *Map) Rules(i int) *rules.Rules { return m.pols[m.slots[i].ref>>polShift&polMask].rs.Load() }
 
 // First returns window 0's state of the key in slot i.
 func (m *Map) First(i int) rules.State { return m.slots[i].first }
 
 // SetFirst sets window 0's state of the key in slot i.
-func (m *Map) SetFirst(i int, s rules.State) { m.slots[i].first = s }
+func (m *Map) SetFirst(i int, s rules.State) { m.slots[i].setFirst(s) }
 
 // Load copies the states of the key in slot i into s, one per window of
 // its policy (len(s) must be at most its policy's); for a key with a log,
@@ -231,7 +296,7 @@ func (m *Map) Store(i int, s []rules.State) {
 	if len(s) == 0 {
 		return
 	}
-	m.slots[i].first = s[0]
+	m.slots[i].setFirst(s[0])
 	if len(s) > 1 {
 		rest := m.arena[m.restAt(m.slots[i].ref):]
 		for j, v := range s[1:] {
@@ -263,7 +328,7 @@ func (m *Map) recordLen(ref uint64) int {
 }
 
 // rulesOf returns the policy that ref names.
-func (m *Map) rulesOf(ref uint64) *rules.Rules { return m.pols[ref>>polShift&polMask].rs }
+func (m *Map) rulesOf(ref uint64) *rules.Rules { return m.pols[ref>>polShift&polMask].rs.Load() }
 
 // hashAt returns the hash of the key whose record is at off.
 func (m *Map) hashAt(off uint32) uint64 {
@@ -281,6 +346,8 @@ func (m *Map) hashAt(off uint32) uint64 {
 // policy index would pass maxPolicies policies, or the slots maxSlots.
 // It may grow the slots (bumping Gen) and compact the arena.
 func (m *Map) Insert(key string, h uint64, rs *rules.Rules, s []rules.State) bool {
+	m.begin()
+	defer m.end()
 	p, ok := m.policy(rs)
 	if !ok {
 		return false
@@ -368,12 +435,11 @@ func place(slots []slot, e slot, h uint64) bool {
 		if k < 0 {
 			k = n - 1
 		}
-		slots[j] = slots[k]
-		slots[j].ref += distUnit
+		slots[j].set(slot{slots[k].first, slots[k].ref + distUnit})
 		j = k
 	}
 	e.ref |= d * distUnit
-	slots[i] = e
+	slots[i].set(e)
 	return true
 }
 
@@ -382,7 +448,7 @@ func place(slots []slot, e slot, h uint64) bool {
 // false, changing nothing, if that would take more than maxSlots.
 func (m *Map) rebuild(n int) bool {
 	for ; n <= maxSlots; n *= 2 {
-		slots := make([]slot, n)
+		slots := newSlots(n)
 		ok := true
 		for _, e := range m.slots {
 			if e.ref == 0 {
@@ -406,6 +472,8 @@ func (m *Map) rebuild(n int) bool {
 // one until one that is empty or at its home, and compacts the arena once
 // its dead records pass a quarter of it.
 func (m *Map) Delete(i int) {
+	m.begin()
+	defer m.end()
 	slots := m.slots
 	ref := slots[i].ref
 	m.dead += m.recordLen(ref)
@@ -417,11 +485,10 @@ func (m *Map) Delete(i int) {
 			j = 0
 		}
 		if slots[j].ref>>56 <= 1 {
-			slots[i] = slot{}
+			slots[i].set(slot{})
 			break
 		}
-		slots[i] = slots[j]
-		slots[i].ref -= distUnit
+		slots[i].set(slot{slots[j].first, slots[j].ref - distUnit})
 		i = j
 	}
 	m.n--
@@ -434,6 +501,8 @@ func (m *Map) Delete(i int) {
 // empty map, shrinks slots at most a quarter of the maximum load full to
 // half full (bumping Gen), and reports whether it moved any slot.
 func (m *Map) Tidy() bool {
+	m.begin()
+	defer m.end()
 	if m.n == 0 && len(m.slots) > 0 {
 		m.slots, m.arena, m.dead, m.logs = nil, nil, 0, nil
 		m.gen++
@@ -465,7 +534,7 @@ func (m *Map) reserve(need int) bool {
 			return false
 		}
 	}
-	a := make([]byte, len(m.arena), size)
+	a := newArena(len(m.arena), size)
 	copy(a, m.arena)
 	m.arena = a
 	return true
@@ -475,13 +544,13 @@ func (m *Map) reserve(need int) bool {
 // bytes and an eighth, and points the slots at them.
 func (m *Map) compact(more int) {
 	live := len(m.arena) - m.dead
-	a := make([]byte, 0, min(live+live/8+more, maxArena))
+	a := newArena(0, min(live+live/8+more, maxArena))
 	for i, e := range m.slots {
 		if e.ref == 0 {
 			continue
 		}
 		off, l := uint32(e.ref), m.recordLen(e.ref)
-		m.slots[i].ref = e.ref&^(1<<offBits-1) | uint64(len(a))
+		m.slots[i].setRef(e.ref&^(1<<offBits-1) | uint64(len(a)))
 		a = append(a, m.arena[off:int(off)+l]...)
 	}
 	m.arena, m.dead = a, 0
@@ -495,15 +564,17 @@ func (m *Map) compact(more int) {
 func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 	ref := m.slots[i].ref
 	old := int(ref >> polShift & polMask)
-	if m.pols[old].rs == rs {
+	if m.pols[old].rs.Load() == rs {
 		m.Store(i, s)
 		return true
 	}
+	m.begin()
+	defer m.end()
 	p, ok := m.policy(rs)
 	if !ok {
 		return false
 	}
-	if tailLen(m.pols[old].rs) != tailLen(rs) {
+	if tailLen(m.pols[old].rs.Load()) != tailLen(rs) {
 		klen := m.keyLen(uint32(ref))
 		if !m.reserve(klen + tailLen(rs)) {
 			m.unref(p)
@@ -520,7 +591,7 @@ func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 	} else {
 		m.dropLog(ref)
 	}
-	m.slots[i].ref = ref&^(polMask<<polShift) | uint64(p)<<polShift
+	m.slots[i].setRef(ref&^(polMask<<polShift) | uint64(p)<<polShift)
 	m.unref(old)
 	if rs.IsLog() {
 		binary.LittleEndian.PutUint32(m.arena[m.restAt(ref)+8*(rs.Len()-1):], m.addLog(rs.NewLog(s)))
@@ -537,12 +608,14 @@ func (m *Map) SetRules(i int, rs *rules.Rules, s []rules.State) bool {
 // is full.
 func (m *Map) policy(rs *rules.Rules) (int, bool) {
 	free := -1
-	for i, p := range m.pols {
-		if p.rs == rs {
-			m.pols[i].keys++
+	for i := range m.pols {
+		p := &m.pols[i]
+		r := p.rs.Load()
+		if r == rs {
+			p.keys++
 			return i, true
 		}
-		if p.rs == nil && free < 0 {
+		if r == nil && free < 0 {
 			free = i
 		}
 	}
@@ -553,13 +626,14 @@ func (m *Map) policy(rs *rules.Rules) (int, bool) {
 		free = len(m.pols)
 		m.pols = append(m.pols, policy{})
 	}
-	m.pols[free] = policy{rs, 1}
+	m.pols[free].rs.Store(rs)
+	m.pols[free].keys = 1
 	return free, true
 }
 
 // unref counts one key fewer under policy p, and lets go of it at none.
 func (m *Map) unref(p int) {
 	if m.pols[p].keys--; m.pols[p].keys == 0 {
-		m.pols[p].rs = nil
+		m.pols[p].rs.Store(nil)
 	}
 }

@@ -110,11 +110,27 @@ func (c *checker) check(absent ...string) {
 		if !slices.Equal(got, e.states) {
 			c.tb.Fatalf("Load(%q) = %v, want %v", key, got, e.states)
 		}
+		// At rest, Seek reads what the lock's owner reads: the same slot,
+		// window 0's state and policy, at the count Version returns.
+		ver := m.Version()
+		j, first, ok := m.SeekLong(key, c.hash(key), e.rs, ver)
+		if !ok || j != m.At(i) || first != m.First(i) || ver&1 != 0 {
+			c.tb.Fatalf("Seek(%q) at count %d = slot %v, state %d, %v; want slot %d, state %d, true (an even count)",
+				key, ver, j, first, ok, i, m.First(i))
+		}
+		for _, other := range policies(c.tb) {
+			if _, _, ok := m.SeekLong(key, c.hash(key), other, ver); ok && other != e.rs {
+				c.tb.Fatalf("Seek(%q) under %s hit a key under %s", key, other.Name(), e.rs.Name())
+			}
+		}
 	}
 	for _, key := range absent {
 		if _, held := c.model[key]; !held {
 			if _, ok := m.Find(key, c.hash(key)); ok {
 				c.tb.Fatalf("Find(%q) hit a key the model lacks", key)
+			}
+			if _, _, ok := m.SeekLong(key, c.hash(key), policies(c.tb)[0], m.Version()); ok {
+				c.tb.Fatalf("Seek(%q) hit a key the model lacks", key)
 			}
 		}
 	}
@@ -142,8 +158,8 @@ func (c *checker) check(absent ...string) {
 		c.tb.Fatalf("live %d + dead %d bytes != arena %d", live, m.dead, len(m.arena))
 	}
 	for p, n := range refs {
-		if m.pols[p].keys != n || (n == 0) != (m.pols[p].rs == nil) {
-			c.tb.Fatalf("policy %d: counts %d keys, %d use it, policy %p", p, m.pols[p].keys, n, m.pols[p].rs)
+		if m.pols[p].keys != n || (n == 0) != (m.pols[p].rs.Load() == nil) {
+			c.tb.Fatalf("policy %d: counts %d keys, %d use it, policy %p", p, m.pols[p].keys, n, m.pols[p].rs.Load())
 		}
 	}
 }
@@ -165,6 +181,19 @@ func (c *checker) checkKey(key string) {
 		if c.m.Rules(i) != e.rs || !slices.Equal(got, e.states) {
 			c.tb.Fatalf("key %q: %s %v, want %s %v", key, c.m.Rules(i).Name(), got, e.rs.Name(), e.states)
 		}
+	}
+	// Seek agrees with Find at rest: a Seek that read a stale view (an
+	// array reallocated without a new one published) would not.
+	var j Hit
+	var first rules.State
+	var sought bool
+	if ok {
+		j, first, sought = c.m.SeekLong(key, c.hash(key), e.rs, c.m.Version())
+	} else {
+		_, _, sought = c.m.SeekLong(key, c.hash(key), policies(c.tb)[0], c.m.Version())
+	}
+	if sought != ok || ok && (j != c.m.At(i) || first != c.m.First(i)) {
+		c.tb.Fatalf("Seek(%q) = slot %v, state %d, %v; Find: slot %d, %v", key, j, first, sought, i, ok)
 	}
 }
 
