@@ -19,7 +19,17 @@
 // never over-admits. A key of several windows uses its word as its lock as
 // well: a call swaps the word to a locked value from the state it read,
 // reads and writes every window, and releases the lock by storing window
-// 0's new state.
+// 0's new state (a denied call stores back the word alone). A caller that
+// finds the word locked reads it again, up to 64 times, before it yields
+// its processor to the holder. Allow on such a key that window 0's word,
+// read after the clock, already denies is denied from that read, with no
+// lock and no write (any window's deny denies the request); a deny by a
+// later window, and AllowN and Reserve, whose Decision or slot need every
+// window's state, take the lock. A known key of several windows is found
+// by the one-window lookup, and its other windows' states are located in
+// its record once per call: on one hot key of two windows Allow costs
+// about 1.9 times the instructions of one window's (714 and 376 at
+// -cpu 1, callgrind).
 //
 // # Memory
 //

@@ -158,13 +158,74 @@ func spendOne(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int, wait t
 		s[0] = state
 		return sweep.Denied(ok), 0
 	}
-	v, sentinel := ref.Lock()
+	return spendMany(ref, rs, t, cost, wait, s)
+}
+
+// spendMany is spendOne for ref, a slot of rs's several windows, which
+// its word locks (casmap.Ref.Hold).
+func spendMany(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int, wait time.Duration, s *sweep.States) (denied int, sentinel rules.State) {
+	held, sentinel := ref.Hold(s[:rs.Len()])
 	if sentinel != 0 {
 		return 0, sentinel
 	}
-	ref.LoadStates(v, s[:n])
-	_, denied = rs.Reserve(s[:n], t, cost, wait)
-	ref.Unlock(s[:n])
+	return spendHeld(held, rs, t, cost, wait, s), 0
+}
+
+// spendHeld spends (or reserves) cost from the states s of a slot of rs's
+// several windows, held locked, at reading t within wait, writes them
+// back and lets go of the lock: a denied request writes back window 0's
+// word alone, as its states are left as they were. It returns
+// rules.Rules.Take's result.
+func spendHeld(held casmap.Held, rs *rules.Rules, t time.Duration, cost int, wait time.Duration, s *sweep.States) (denied int) {
+	n := rs.Len()
+	if _, denied = rs.Reserve(s[:n], t, cost, wait); denied >= 0 {
+		held.Release(s[0])
+	} else {
+		held.Unlock(s[:n])
+	}
+	return denied
+}
+
+// spendSlot is the hot path's spend of cost from slot, a known key's slot
+// of rs's several windows, which Lookup found for hash h, at reading t
+// (taken after the lookup): it writes the states after the call into s and
+// returns rules.Rules.Take's result, or the sentinel it found, having done
+// nothing.
+//
+// A request that window 0's word, read without the lock (and after t, as
+// the lock is taken after it), already denies is denied there when its
+// caller needs no Decision (s is nil: Allow), taking no lock and writing
+// nothing: rules.Rules.Take denies a request that any window denies.
+// Every other request, a deny by a later window included, is decided
+// under the lock.
+func (st *Store) spendSlot(slot *casmap.Slot, key string, h uint64, rs *rules.Rules, t time.Duration, cost int, s *sweep.States) (denied int, sentinel rules.State) {
+	if s == nil {
+		if v := slot.Load(); v < casmap.Moved { // live and not locked
+			// Rules.Reserve counts t clamped to window 0's clock
+			// range, which is where window 0's Ticks counts it too.
+			r := rs.Rule(0)
+			var ok bool
+			if r.Algorithm() == keyrate.TokenBucket {
+				_, ok = r.ReserveBucket(v, r.Ticks(t), cost, 0)
+			} else {
+				_, ok = r.Reserve(v, r.Ticks(t), cost, 0)
+			}
+			if !ok {
+				return 0, 0
+			}
+		}
+		s = new(sweep.States) // on the stack: spendSlot is not inlined
+	}
+	n := rs.Len()
+	held, sentinel := st.m.HoldSlot(slot, key, h, s[:n])
+	if sentinel != 0 {
+		return 0, sentinel
+	}
+	if denied = rs.Spend(s[:n], t, cost); denied >= 0 {
+		held.Release(s[0]) // a deny leaves every state as it was
+	} else {
+		held.Unlock(s[:n])
+	}
 	return denied, 0
 }
 
@@ -186,17 +247,18 @@ func (s *Store) Allow(key string) bool {
 	if rs.Unlimited() {
 		return true
 	}
+	// The hot path: a known key.
 	var h uint64
-	if rs.Len() == 1 { // the hot path: a known key
-		var slot *casmap.Slot
-		var of *rules.Rules
-		if casmap.Short(key) { // s.lookup, inlined by hand: one call on the hot path
-			slot, of, h = s.m.Lookup(key)
-		} else {
-			h = s.m.Hash(key)
-			slot, of = s.m.LookupLong(key, h)
-		}
-		if of == rs {
+	var slot *casmap.Slot
+	var of *rules.Rules
+	if casmap.Short(key) { // s.lookup, inlined by hand: one call on the hot path
+		slot, of, h = s.m.Lookup(key)
+	} else {
+		h = s.m.Hash(key)
+		slot, of = s.m.LookupLong(key, h)
+	}
+	if of == rs {
+		if rs.Len() == 1 {
 			r := rs.Rule(0)
 			state, ok := rules.State(0), false
 			if rs.OneBucket() {
@@ -207,6 +269,8 @@ func (s *Store) Allow(key string) bool {
 			if state < casmap.Moved {
 				return ok
 			}
+		} else if denied, sentinel := s.spendSlot(slot, key, h, rs, rs.Now(), 1, nil); sentinel == 0 {
+			return denied < 0
 		}
 	}
 	if h == 0 { // not hashed yet (or hashed to 0, and hashed again alike)
@@ -270,17 +334,18 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
 	}
+	// The hot path: a known key.
 	var h uint64
-	if rs.Len() == 1 { // the hot path: a known key
-		var slot *casmap.Slot
-		var of *rules.Rules
-		if casmap.Short(key) { // s.lookup, inlined by hand: one call on the hot path
-			slot, of, h = s.m.Lookup(key)
-		} else {
-			h = s.m.Hash(key)
-			slot, of = s.m.LookupLong(key, h)
-		}
-		if of == rs {
+	var slot *casmap.Slot
+	var of *rules.Rules
+	if casmap.Short(key) { // s.lookup, inlined by hand: one call on the hot path
+		slot, of, h = s.m.Lookup(key)
+	} else {
+		h = s.m.Hash(key)
+		slot, of = s.m.LookupLong(key, h)
+	}
+	if of == rs {
+		if rs.Len() == 1 {
 			r := rs.Rule(0)
 			now := r.Now()
 			state, ok := rules.State(0), false
@@ -291,6 +356,12 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 			}
 			if state < casmap.Moved {
 				return r.Decide(state, now, cost, ok), nil
+			}
+		} else {
+			var st sweep.States
+			t := rs.Now() // read after the lookup, as takeOnce reads it
+			if denied, sentinel := s.spendSlot(slot, key, h, rs, t, cost, &st); sentinel == 0 {
+				return rs.Decide(st[:rs.Len()], t, cost, denied), nil
 			}
 		}
 	}

@@ -9,7 +9,19 @@
 // for a known key), reads the clock, locks that key's bucket, applies
 // keyrate's shared transition and unlocks. The map is never locked while a
 // bucket is, and a new key's bucket is created by one atomic
-// get-or-create, so two first requests for a key share one full bucket. A
+// get-or-create, so two first requests for a key share one full bucket.
+//
+// A request on a known key of one window that the bucket's state already
+// denies takes no lock and writes nothing: the state is read with one
+// atomic load (it is written atomically, under the lock), after the
+// clock, and a deny found there is the answer, with the Decision built
+// from that state; a hot key that is being denied is read-shared by every
+// core, as in atomicbucket. The locked path reads the clock before it
+// locks, so this deny is the one it would give had it locked the bucket
+// at the load. A request the read state would allow takes the lock and
+// decides again from the state under it. A key of several windows (or a
+// SlidingLog), a bucket not spent from yet or swept, and a key under
+// another policy take the locked path for a deny too. A
 // reservation is a spend allowed past the fill time by the maximum wait
 // (see keyrate.WaitLimiter), decided under the bucket's mutex like any
 // spend, and so is Cancel; Wait creates no timer when the tokens are

@@ -22,8 +22,10 @@ import (
 // Call Allow or AllowN on the request path (AllowTier under a tier), Peek
 // to look without spending, Wait or Reserve where a caller may wait its
 // turn, and Refund to give back tokens a request did not use. Calls on
-// different keys never contend; calls on one key serialise on its mutex.
-// A known key costs no allocation; a new key allocates its bucket.
+// different keys never contend; calls on one key serialise on its mutex,
+// but for a request that its one-window bucket's state already denies,
+// which reads that state without the lock and writes nothing. A known key
+// costs no allocation; a new key allocates its bucket.
 //
 // A Store is safe for concurrent use. Create one with New, and Close it
 // when done with it (Close stops the background sweeper and waits for a
@@ -62,7 +64,7 @@ func (b *bucket) Evict(t time.Duration, floor *sweep.Floor) bool {
 	if !b.b.Full(t, floor) {
 		return false
 	}
-	b.b.First = rules.Tombstone
+	b.b.SetFirst(rules.Tombstone)
 	return true
 }
 
@@ -89,7 +91,9 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 
 // newBucket returns a new bucket under rs in states st (Fresh if nil).
 func newBucket(rs *rules.Rules, st []rules.State) *bucket {
-	return &bucket{b: sweep.NewBlock(rs, st)}
+	b := new(bucket)
+	b.b.Init(rs, st)
+	return b
 }
 
 // spend spends cost tokens from b, a one-window bucket under r, at tick
@@ -97,20 +101,74 @@ func newBucket(rs *rules.Rules, st []rules.State) *bucket {
 // ticks: rules.Rule.Reserve), and returns the state after the call. It reports
 // rare, and does nothing, if b is swept or not spent from yet:
 // SpendRare's case.
+//
+// A request that the state it reads without the lock already denies is
+// decided there, taking no lock and writing nothing: now was read before
+// that load, as the locked path reads it before the lock, so the deny is
+// the one the locked path would give had it taken the lock at the load
+// (see the package documentation). Only a request the state read would
+// allow takes the lock, and decides again from the state under it.
 func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (state rules.State, ok, rare bool) {
-	b.mu.Lock()
-	if b.b.First >= sweep.Fresh {
-		b.mu.Unlock()
+	if r.Algorithm() != keyrate.TokenBucket {
+		return spendWindow(r, b, now, cost, wait)
+	}
+	old := b.b.First()
+	if old >= sweep.Fresh {
 		return 0, false, true
 	}
-	var next rules.State
-	if r.Algorithm() == keyrate.TokenBucket { // its arithmetic, inlined
-		next, ok = r.ReserveBucket(b.b.First, now, cost, wait)
-	} else {
-		next, ok = r.Reserve(b.b.First, now, cost, wait)
+	// The token bucket's arithmetic, inlined; a deny leaves the state as
+	// it was.
+	next, ok := r.ReserveBucket(old, now, cost, wait)
+	if !ok {
+		return old, false, false
 	}
-	b.b.First = next
+	b.mu.Lock()
+	if b.b.First() != old { // changed since the read
+		return spendLocked(r, b, now, cost, wait)
+	}
+	b.b.SetFirst(next)
 	b.mu.Unlock()
+	return next, true, false
+}
+
+// spendWindow is spend for a rule of a window algorithm: the same steps,
+// over rules.Rule.Reserve, which is not inlined (a call in spend's body
+// would make it save its arguments on every call).
+//
+//go:noinline
+func spendWindow(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (state rules.State, ok, rare bool) {
+	old := b.b.First()
+	if old >= sweep.Fresh {
+		return 0, false, true
+	}
+	next, ok := r.Reserve(old, now, cost, wait)
+	if !ok {
+		return old, false, false
+	}
+	b.mu.Lock()
+	if b.b.First() != old {
+		return spendLocked(r, b, now, cost, wait)
+	}
+	b.b.SetFirst(next)
+	b.mu.Unlock()
+	return next, true, false
+}
+
+// spendLocked is spend's decision under b's lock, which the caller holds
+// and spendLocked lets go of: for a state that changed between spend's
+// read and its lock.
+//
+//go:noinline
+func spendLocked(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (state rules.State, ok, rare bool) {
+	defer b.mu.Unlock()
+	old := b.b.First()
+	if old >= sweep.Fresh {
+		return 0, false, true
+	}
+	next, ok := r.Reserve(old, now, cost, wait)
+	if ok { // a deny writes nothing
+		b.b.SetFirst(next)
+	}
 	return next, ok, false
 }
 
@@ -120,7 +178,7 @@ func spend(r *rules.Rule, b *bucket, now uint64, cost int, wait uint64) (state r
 func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *sweep.Floor) (s sweep.States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == rules.Tombstone {
+	if b.b.First() == rules.Tombstone {
 		return s, t, 0, true
 	}
 	t, denied = b.b.Spend(t, cost, wait, floor, s[:b.b.Rules.Len()])
@@ -131,7 +189,7 @@ func (b *bucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor 
 func (b *bucket) Refund(t time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == rules.Tombstone {
+	if b.b.First() == rules.Tombstone {
 		return true
 	}
 	b.b.Refund(t, cost)
@@ -150,7 +208,7 @@ func (b *bucket) Cancel(end rules.State, slot time.Duration, cost int) bool {
 func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch b.b.First {
+	switch b.b.First() {
 	case rules.Tombstone:
 		return s, false, false
 	case sweep.Fresh:
@@ -158,7 +216,7 @@ func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
 	default:
 		b.b.Load(s[:b.b.Rules.Len()])
 	}
-	b.b.First = rules.Tombstone
+	b.b.SetFirst(rules.Tombstone)
 	return s, fresh, true
 }
 
@@ -166,14 +224,14 @@ func (b *bucket) Retire() (s sweep.States, fresh, ok bool) {
 func (b *bucket) Swept() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.First == rules.Tombstone
+	return b.b.First() == rules.Tombstone
 }
 
 // States copies b's states out. See sweep.Bucket.
 func (b *bucket) States() (s sweep.States, live bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First >= sweep.Fresh {
+	if b.b.First() >= sweep.Fresh {
 		return s, false
 	}
 	b.b.Load(s[:b.b.Rules.Len()])

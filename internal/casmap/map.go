@@ -369,17 +369,28 @@ func uvarintLen(n int) int {
 	return w
 }
 
+// lockSpins is how many times Lock reads a slot that another caller holds
+// before it yields its processor (runtime.Gosched): a holder keeps the
+// slot for a few dozen instructions, which a spin of reads (shared, so
+// that they do not slow the holder's writes) usually outlasts on a machine
+// with a core to spare; on one without, the holder may be descheduled,
+// and the spinner yields to let it run.
+const lockSpins = 64
+
 // Lock takes the lock of r, a slot of several windows, swapping Locked in,
 // and returns window 0's state; it reports rules.Tombstone or Moved, and
 // takes nothing, if the slot is dead or moved.
 func (r Ref) Lock() (v, sentinel rules.State) {
-	for {
+	for spins := 0; ; {
 		old := r.s.state.Load()
 		switch old {
 		case uint64(rules.Tombstone), uint64(Moved):
 			return 0, rules.State(old)
 		case uint64(Locked):
-			runtime.Gosched() // held for a few loads and stores
+			if spins++; spins > lockSpins {
+				spins = 0
+				runtime.Gosched()
+			}
 			continue
 		}
 		if r.s.state.CompareAndSwap(old, uint64(Locked)) {
@@ -393,20 +404,14 @@ func (r Ref) Lock() (v, sentinel rules.State) {
 func (r Ref) LoadStates(v rules.State, s []rules.State) {
 	s[0] = v
 	if len(s) > 1 {
-		rest := r.rest(len(s))
-		for j := range s[1:] {
-			s[1+j] = rules.State(binary.LittleEndian.Uint64(rest[8*j:]))
-		}
+		loadRest(r.rest(len(s)), s[1:])
 	}
 }
 
 // Unlock stores the states s into r, locked, and lets go of its lock.
 func (r Ref) Unlock(s []rules.State) {
 	if len(s) > 1 {
-		rest := r.rest(len(s))
-		for j, v := range s[1:] {
-			binary.LittleEndian.PutUint64(rest[8*j:], uint64(v))
-		}
+		storeRest(r.rest(len(s)), s[1:])
 	}
 	r.s.state.Store(uint64(s[0]))
 }
@@ -414,6 +419,81 @@ func (r Ref) Unlock(s []rules.State) {
 // Release lets go of r's lock, leaving its states as they were, window
 // 0's being v.
 func (r Ref) Release(v rules.State) { r.s.state.Store(uint64(v)) }
+
+// Held is a slot of several windows whose lock its caller holds (Hold),
+// with the bytes of its other windows' states, found once for the load and
+// the store.
+type Held struct {
+	s    *slot
+	rest []byte
+}
+
+// Hold is Lock and LoadStates in one: it takes the lock of r, a slot of
+// several windows, and copies its states into s, one per window of its
+// policy. It reports rules.Tombstone or Moved, and takes nothing, if the
+// slot is dead or moved.
+func (r Ref) Hold(s []rules.State) (Held, rules.State) {
+	v, sentinel := r.Lock()
+	if sentinel != 0 {
+		return Held{}, sentinel
+	}
+	h := Held{s: r.s, rest: r.rest(len(s))}
+	s[0] = v
+	loadRest(h.rest, s[1:])
+	return h, 0
+}
+
+// HoldSlot is Hold for a slot of several windows that Lookup or
+// LookupLong returned for a key of hash h, which names no table: the
+// slot's table is read once its lock is held, when it is the segment's
+// current table (a rebuild publishes a new table only after swapping
+// every live slot of the old one to Moved, which waits while a slot is
+// Locked). It saves the hot path Find's second probe, and the decoding of
+// the record's key length.
+func (m *Map) HoldSlot(slot *Slot, key string, h uint64, s []rules.State) (Held, rules.State) {
+	v := rules.State(slot.state.Load())
+	if v >= Moved || !slot.state.CompareAndSwap(uint64(v), uint64(Locked)) { // held, or a sentinel: Lock's loop
+		var sentinel rules.State
+		if v, sentinel = (Ref{s: slot}).Lock(); sentinel != 0 {
+			return Held{}, sentinel
+		}
+	}
+	// The record's key part is key's: its length and bytes, or its hash.
+	k := 8
+	if !m.hashed {
+		k = uvarintLen(len(key)) + len(key)
+	}
+	t, meta := m.Segment(h).tab.Load(), slot.meta.Load()
+	a, off := chunkOf(t, meta), int(meta&offMask)+k
+	held := Held{s: slot, rest: a[off : off+8*(len(s)-1)]}
+	s[0] = v
+	loadRest(held.rest, s[1:])
+	return held, 0
+}
+
+// Unlock stores the states s into h's slot and lets go of its lock.
+func (h Held) Unlock(s []rules.State) {
+	storeRest(h.rest, s[1:])
+	h.s.state.Store(uint64(s[0]))
+}
+
+// Release lets go of h's lock, leaving its states as they were, window
+// 0's being v: what a denied request writes.
+func (h Held) Release(v rules.State) { h.s.state.Store(uint64(v)) }
+
+// loadRest copies the states of windows 1 on, 8 bytes each in rest, into s.
+func loadRest(rest []byte, s []rules.State) {
+	for j := range s {
+		s[j] = rules.State(binary.LittleEndian.Uint64(rest[8*j:]))
+	}
+}
+
+// storeRest writes the states s of windows 1 on into rest, 8 bytes each.
+func storeRest(rest []byte, s []rules.State) {
+	for j, v := range s {
+		binary.LittleEndian.PutUint64(rest[8*j:], uint64(v))
+	}
+}
 
 // rest returns the bytes of the states of windows 1 to n-1 of r's record.
 func (r Ref) rest(n int) []byte {

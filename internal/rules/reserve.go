@@ -158,6 +158,16 @@ func (rs *Rules) Reserve(s []State, t time.Duration, cost int, wait time.Duratio
 	return slot, -1
 }
 
+// Spend is Reserve with no wait, for a store's hot path: Take at the
+// reading Reserve counts t at (clamped to the clock range), with Reserve's
+// result and no slot.
+func (rs *Rules) Spend(s []State, t time.Duration, cost int) (denied int) {
+	if len(rs.rules) > 1 && !rs.log {
+		t = rs.clamp(t)
+	}
+	return rs.Take(s, t, cost)
+}
+
 // slotFor returns the earliest reading at or after t at which every window
 // of s holds cost tokens.
 func (rs *Rules) slotFor(s []State, t time.Duration, cost int) time.Duration {

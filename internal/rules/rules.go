@@ -136,15 +136,28 @@ func (rs *Rules) Take(s []State, t time.Duration, cost int) (denied int) {
 		return 0
 	}
 	var next [keyrate.MaxLimits]State
-	for i := range rs.rules {
-		r := &rs.rules[i]
-		n, ok := r.Take(s[i], r.Ticks(t), cost)
+	ws := rs.rules
+	s = s[:len(ws)]
+	for i := range ws {
+		r := &ws[i]
+		now := r.Ticks(t)
+		var n State
+		var ok bool
+		if r.alg == keyrate.TokenBucket {
+			// Take's arithmetic, inlined: ReserveBucket with no wait is
+			// Take for a reading within the clock range, as Ticks gives.
+			n, ok = r.ReserveBucket(s[i], now, cost, 0)
+		} else {
+			n, ok = r.wTake(s[i], now, cost)
+		}
 		if !ok {
 			return i
 		}
 		next[i] = n
 	}
-	copy(s, next[:len(rs.rules)])
+	for i := range s { // a copy of at most MaxLimits states, with no call
+		s[i] = next[i]
+	}
 	return -1
 }
 

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/keyrate/keyrate"
@@ -12,13 +13,20 @@ import (
 // Rules: window 0's state inline, so that a one-window key costs no more
 // than before policies, and the others, for a key under several windows,
 // in an array of their own. First is Fresh for a bucket not spent from
-// yet and rules.Tombstone for one swept. The zero Block is invalid.
+// yet and rules.Tombstone for one swept. Set a Block up with Init; the
+// zero Block is invalid.
+//
+// Window 0's state is written only under the store's lock, but atomically,
+// so that a store may read it without the lock (First): mutexbucket
+// decides a request that the state it reads already denies without taking
+// the lock. The other states and the log are read and written under the
+// lock alone.
 //
 // A SlidingLog policy's block keeps its key's log in Rest too (see
 // block_log.go), and its states are the log's summary.
 type Block struct {
 	Rules *rules.Rules
-	First rules.State
+	first atomic.Uint64 // window 0's state: see First
 	Rest  *Rest
 }
 
@@ -29,17 +37,27 @@ type Rest struct {
 	Log *rules.Log
 }
 
-// NewBlock returns a block under rs in states s (Fresh if s is nil).
-func NewBlock(rs *rules.Rules, s []rules.State) Block {
-	b := Block{Rules: rs, First: Fresh}
+// Init sets b up under rs in states s (Fresh if s is nil), before b is
+// shared.
+func (b *Block) Init(rs *rules.Rules, s []rules.State) {
+	b.Rules = rs
+	b.SetFirst(Fresh)
 	if n := rs.Len(); n > 1 {
 		b.Rest = &Rest{Log: rs.NewLog(s)}
 	}
 	if s != nil {
 		b.Store(s)
 	}
-	return b
 }
+
+// First returns window 0's state, or Fresh or rules.Tombstone. It is one
+// atomic load, safe without the lock: the state of some instant between
+// the call and its return.
+func (b *Block) First() rules.State { return rules.State(b.first.Load()) }
+
+// SetFirst sets window 0's state to s (atomically: see First); the
+// caller holds the lock.
+func (b *Block) SetFirst(s rules.State) { b.first.Store(uint64(s)) }
 
 // Load copies the block's states into s, one per window: a SlidingLog
 // policy's log's summary as read now (rules.Rules.LogView).
@@ -51,7 +69,7 @@ func (b *Block) Load(s []rules.State) {
 		b.Rules.LogView(l, s)
 		return
 	}
-	s[0] = b.First
+	s[0] = b.First()
 	if len(s) > 1 {
 		copy(s[1:], b.Rest.S[:len(s)-1])
 	}
@@ -62,7 +80,7 @@ func (b *Block) Store(s []rules.State) {
 	if len(s) == 0 {
 		return
 	}
-	b.First = s[0]
+	b.SetFirst(s[0])
 	if len(s) > 1 {
 		copy(b.Rest.S[:len(s)-1], s[1:])
 	}
@@ -79,7 +97,7 @@ func (b *Block) Spend(t time.Duration, cost int, wait time.Duration, floor *Floo
 	if l := b.log(); l != nil {
 		return b.spendLog(l, t, cost, floor, s)
 	}
-	if b.First == Fresh {
+	if b.First() == Fresh {
 		t = floor.Start(b.Rules, t, s)
 	} else {
 		b.Load(s)
@@ -95,7 +113,7 @@ func (b *Block) Spend(t time.Duration, cost int, wait time.Duration, floor *Floo
 // reports whether it did; b's lock must be held, and t read under it. A
 // block not spent from yet, or swept, gives nothing back.
 func (b *Block) Cancel(end rules.State, t, slot time.Duration, cost int) bool {
-	if b.First >= Fresh {
+	if b.First() >= Fresh {
 		return false
 	}
 	var s [keyrate.MaxLimits]rules.State
@@ -111,7 +129,7 @@ func (b *Block) Cancel(end rules.State, t, slot time.Duration, cost int) bool {
 // Refund gives cost back to every window of b at reading t; b's lock must
 // be held. A block not spent from yet, or swept, is left alone.
 func (b *Block) Refund(t time.Duration, cost int) {
-	if b.First >= Fresh {
+	if b.First() >= Fresh {
 		return
 	}
 	var s [keyrate.MaxLimits]rules.State
@@ -130,7 +148,7 @@ func (b *Block) Refund(t time.Duration, cost int) {
 // raising floor to the reading at which it became full if so; b's lock
 // must be held. A block not spent from yet, or swept, is not full.
 func (b *Block) Full(t time.Duration, floor *Floor) bool {
-	if b.First >= Fresh {
+	if b.First() >= Fresh {
 		return false
 	}
 	var s [keyrate.MaxLimits]rules.State

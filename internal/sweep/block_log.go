@@ -26,12 +26,12 @@ func (b *Block) log() *rules.Log {
 // starts its log at the floor (rules.Rules.SeedLog), and keeps it there
 // if the spend is denied, as Spend does.
 func (b *Block) spendLog(l *rules.Log, t time.Duration, cost int, floor *Floor, s []rules.State) (time.Duration, int) {
-	if b.First == Fresh {
+	if b.First() == Fresh {
 		t = floor.Start(b.Rules, t, s)
 		b.Rules.SeedLog(l, s)
 	}
 	denied := b.Rules.LogSpend(l, t, cost, s)
-	if denied < 0 || b.First != Fresh {
+	if denied < 0 || b.First() != Fresh {
 		b.Store(s)
 	}
 	return t, denied

@@ -25,6 +25,10 @@
 //     with one compare-and-swap from the very state it judged full, or (in
 //     the striped store) checks and deletes under the stripe lock that every
 //     spend takes. A spender that then finds the mark looks the key up again.
+//     A deny decided from a state read without the lock (mutexbucket's and
+//     atomicbucket's) writes nothing, so it needs no such step: it read a
+//     live state, before any mark, with a clock reading taken before that,
+//     and is the deny a store that never evicts gives at that reading.
 //
 //  2. A request whose clock reading is older than t (it read the clock,
 //     then lost a race to the sweeper) must not meet a fresh bucket with

@@ -126,7 +126,7 @@ func (b *hookBucket) Evict(t time.Duration, floor *Floor) bool {
 		b.mu.Unlock()
 		return false
 	}
-	b.b.First = rules.Tombstone
+	b.b.SetFirst(rules.Tombstone)
 	f := b.onEvict
 	b.onEvict = nil
 	b.mu.Unlock()
@@ -139,7 +139,7 @@ func (b *hookBucket) Evict(t time.Duration, floor *Floor) bool {
 func (b *hookBucket) SpendRare(t time.Duration, cost int, wait time.Duration, floor *Floor) (s States, at time.Duration, denied int, swept bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == rules.Tombstone {
+	if b.b.First() == rules.Tombstone {
 		return s, t, 0, true
 	}
 	t, denied = b.b.Spend(t, cost, wait, floor, s[:b.b.Rules.Len()])
@@ -156,33 +156,33 @@ func (b *hookBucket) Refund(t time.Duration, cost int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.b.Refund(t, cost)
-	return b.b.First == rules.Tombstone
+	return b.b.First() == rules.Tombstone
 }
 
 func (b *hookBucket) Retire() (s States, fresh, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First == rules.Tombstone {
+	if b.b.First() == rules.Tombstone {
 		return s, false, false
 	}
-	fresh = b.b.First == Fresh
+	fresh = b.b.First() == Fresh
 	if !fresh {
 		b.b.Load(s[:b.b.Rules.Len()])
 	}
-	b.b.First = rules.Tombstone
+	b.b.SetFirst(rules.Tombstone)
 	return s, fresh, true
 }
 
 func (b *hookBucket) Swept() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.b.First == rules.Tombstone
+	return b.b.First() == rules.Tombstone
 }
 
 func (b *hookBucket) States() (s States, live bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.b.First >= Fresh {
+	if b.b.First() >= Fresh {
 		return s, false
 	}
 	b.b.Load(s[:b.b.Rules.Len()])
@@ -204,7 +204,9 @@ func TestFullStoreMarkedNotDropped(t *testing.T) {
 			var m Map[*hookBucket]
 			var pols *rules.Policies
 			if err := m.Init(&pols, keyrate.PerSecond(10), opts, func(rs *rules.Rules, s []rules.State) *hookBucket {
-				return &hookBucket{b: NewBlock(rs, s)}
+				b := new(hookBucket)
+				b.b.Init(rs, s)
+				return b
 			}); err != nil {
 				t.Fatal(err)
 			}
