@@ -49,6 +49,7 @@ type Store struct {
 	pacer sweep.Pacer   // paces whole sweeps on refusals by a full store
 	grace time.Duration // config.Settings.EvictionGrace
 	bg    *sweep.Background
+	hot   *hotSet // WithHotKeys; nil for none
 }
 
 var (
@@ -75,7 +76,8 @@ const sampled = 16
 // keyrate.SlidingLog, here and in SetPolicy, with an error wrapping
 // keyrate.ErrUnsupportedAlgorithm.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
-	set, err := config.Configure(nil, opts...)
+	var own settings
+	set, err := config.Configure(&own, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +88,7 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	if err := pols.RefuseLog("atomicbucket"); err != nil {
 		return nil, err
 	}
-	s := &Store{pols: pols, grace: set.EvictionGrace}
+	s := &Store{pols: pols, grace: set.EvictionGrace, hot: newHotSet(own)}
 	s.m.Init(segments(), set.HashedKeys)
 	s.book.Init(set.MaxKeys)
 	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
@@ -186,6 +188,11 @@ func (s *Store) Allow(key string) bool {
 	if rs.Unlimited() {
 		return true
 	}
+	if s.hot != nil {
+		if ok, done := s.allowHot(key, rs, 1); done {
+			return ok
+		}
+	}
 	var h uint64
 	if rs.Len() == 1 { // the hot path: a known key
 		var slot *casmap.Slot
@@ -269,6 +276,11 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 	}
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
+	}
+	if s.hot != nil {
+		if d, done := s.decideHot(key, rs, cost); done {
+			return d, nil
+		}
 	}
 	var h uint64
 	if rs.Len() == 1 { // the hot path: a known key

@@ -1,0 +1,166 @@
+package atomicbucket
+
+import (
+	"sync"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/casmap"
+	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/hotshard"
+	"github.com/keyrate/keyrate/internal/rules"
+)
+
+// settings is the store's own settings, set by its options.
+type settings struct {
+	hot []string // WithHotKeys
+	// Test knobs (export_test.go): every key hot, the shard count and the
+	// batches' lifetime (0 for the defaults).
+	allHot   bool
+	shards   int
+	lifetime time.Duration
+}
+
+// WithHotKeys marks keys as hot: Allow, AllowN and AllowTier on such a key
+// serve it from per-CPU shards of its tokens, each a batch taken from the
+// key's word, so that calls on it do not all compare-and-swap one word. A
+// hot key never admits more than its limit, and may admit less: at most
+// what its shards hold at an instant, released within a millisecond or at
+// the key's next denial (docs/design/hotkeys.md). With the clock stopped
+// it admits exactly Burst, as any key does.
+//
+// Sharding applies to a hot key under a one-window TokenBucket policy
+// whose rate refills at least one token a millisecond and whose burst is
+// at least 4 per shard (2·GOMAXPROCS shards, rounded up to a power of
+// two); under any other policy, and in every other method (Peek, Reserve,
+// Wait, Refund, Cancel), a hot key is served as any other. A decision
+// served from a shard reports the key's word: Remaining counts the tokens
+// outside the shards (a lower bound), and a denial comes only after the
+// shards were given back, so its RetryAfter is the plain store's.
+//
+// The default is none. Every call on a store with hot keys first looks
+// the key up among them (a few string comparisons, or a map lookup for
+// more than 4 hot keys). Given to another store, WithHotKeys makes its New
+// fail with keyrate.ErrInvalidOption.
+func WithHotKeys(keys ...string) keyrate.Option {
+	return config.StoreOption("atomicbucket.WithHotKeys", func(s *settings) error {
+		s.hot = append(s.hot, keys...)
+		return nil
+	})
+}
+
+// hotSet is the store's hot keys and their shards.
+type hotSet struct {
+	names []string // up to hotScan keys, compared in turn
+	keys  []*hotshard.Key
+	m     map[string]*hotshard.Key // more than hotScan keys
+	// all makes every key hot, its shards made on first use (a test
+	// knob: see settings).
+	all      bool
+	lazy     sync.Map // key → *hotshard.Key, when all
+	shards   int
+	lifetime time.Duration
+}
+
+// hotScan is the most hot keys looked up by comparison rather than a map.
+const hotScan = 4
+
+// newHotSet returns the set of names, or nil if there are none.
+func newHotSet(own settings) *hotSet {
+	names := own.hot
+	if len(names) == 0 && !own.allHot {
+		return nil
+	}
+	n := own.shards
+	if n <= 0 {
+		n = hotshard.Shards()
+	}
+	h := &hotSet{all: own.allHot, shards: n, lifetime: own.lifetime}
+	seen := make(map[string]*hotshard.Key, len(names))
+	for _, name := range names {
+		if seen[name] == nil {
+			k := hotshard.NewKey(n, own.lifetime)
+			seen[name] = k
+			h.names = append(h.names, name)
+			h.keys = append(h.keys, k)
+		}
+	}
+	if len(h.names) > hotScan {
+		h.m, h.names, h.keys = seen, nil, nil
+	}
+	return h
+}
+
+// find returns key's shards, or nil if key is not hot.
+func (h *hotSet) find(key string) *hotshard.Key {
+	if h.all {
+		if k, ok := h.lazy.Load(key); ok {
+			return k.(*hotshard.Key)
+		}
+		k, _ := h.lazy.LoadOrStore(key, hotshard.NewKey(h.shards, h.lifetime))
+		return k.(*hotshard.Key)
+	}
+	if h.m != nil {
+		return h.m[key]
+	}
+	for i, name := range h.names {
+		if name == key {
+			return h.keys[i]
+		}
+	}
+	return nil
+}
+
+// allowHot is Allow of cost on a hot key under rs: served from a shard, or
+// from the key's word (hotshard.Key.Take). done is false, and nothing was
+// done, when the call is for the plain path: a key that is not hot, a
+// policy that is not one token bucket, a key the store does not hold under
+// rs, or a slot that moved or died meanwhile.
+func (s *Store) allowHot(key string, rs *rules.Rules, cost int) (ok, done bool) {
+	k := s.hot.find(key)
+	if k == nil || !rs.OneBucket() {
+		return false, false
+	}
+	now := rs.Rule(0).Now()
+	i, ok := k.Serve(rs, now, cost)
+	if ok {
+		return true, true
+	}
+	slot, of, _ := s.lookup(key)
+	if of != rs {
+		return false, false
+	}
+	st, ok := k.Take(rs, slot, now, cost, i)
+	return ok, st < casmap.Moved
+}
+
+// decideHot is allowHot for AllowN and AllowTier: it returns the decision,
+// built from the key's word (see WithHotKeys).
+func (s *Store) decideHot(key string, rs *rules.Rules, cost int) (d keyrate.Decision, done bool) {
+	k := s.hot.find(key)
+	if k == nil || !rs.OneBucket() {
+		return d, false
+	}
+	r := rs.Rule(0)
+	now := r.Now()
+	i, served := k.Serve(rs, now, cost)
+	slot, of, _ := s.lookup(key)
+	if served {
+		if of == rs {
+			if st := slot.Load(); st < casmap.Moved {
+				return r.Decide(st, now, cost, true), true
+			}
+		}
+		// Served, but the word is not there to read: none left outside
+		// the shards, as far as this call knows.
+		return r.Decide(r.Encode(0, now), now, cost, true), true
+	}
+	if of != rs {
+		return d, false
+	}
+	st, ok := k.Take(rs, slot, now, cost, i)
+	if st >= casmap.Moved {
+		return d, false
+	}
+	return r.Decide(st, now, cost, ok), true
+}
