@@ -1,8 +1,10 @@
 package atomicbucket
 
 import (
+	"encoding/binary"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/casmap"
@@ -51,7 +53,7 @@ func WithHotKeys(keys ...string) keyrate.Option {
 
 // hotSet is the store's hot keys and their shards.
 type hotSet struct {
-	names []string // up to hotScan keys, compared in turn
+	names []hotName // up to hotScan keys, compared in turn
 	keys  []*hotshard.Key
 	m     map[string]*hotshard.Key // more than hotScan keys
 	// all makes every key hot, its shards made on first use (a test
@@ -64,6 +66,29 @@ type hotSet struct {
 
 // hotScan is the most hot keys looked up by comparison rather than a map.
 const hotScan = 4
+
+// hotName is a hot key, with its first and last 8 bytes if it has 8 to 16
+// (casmap.Short), so that such a key is matched by two word compares.
+type hotName struct {
+	name   string
+	lo, hi uint64
+}
+
+// match reports whether key is h's name.
+func (h *hotName) match(key string) bool {
+	if len(key) != len(h.name) {
+		return false
+	}
+	if casmap.Short(key) {
+		return load64(key, 0) == h.lo && load64(key, len(key)-8) == h.hi
+	}
+	return key == h.name
+}
+
+// load64 returns the 8 bytes of s from i, little-endian; s must hold them.
+func load64(s string, i int) uint64 {
+	return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(unsafe.Pointer(unsafe.StringData(s)), i))[:])
+}
 
 // newHotSet returns the set of names, or nil if there are none.
 func newHotSet(own settings) *hotSet {
@@ -81,7 +106,11 @@ func newHotSet(own settings) *hotSet {
 		if seen[name] == nil {
 			k := hotshard.NewKey(n, own.lifetime)
 			seen[name] = k
-			h.names = append(h.names, name)
+			hn := hotName{name: name}
+			if casmap.Short(name) {
+				hn.lo, hn.hi = load64(name, 0), load64(name, len(name)-8)
+			}
+			h.names = append(h.names, hn)
 			h.keys = append(h.keys, k)
 		}
 	}
@@ -103,8 +132,8 @@ func (h *hotSet) find(key string) *hotshard.Key {
 	if h.m != nil {
 		return h.m[key]
 	}
-	for i, name := range h.names {
-		if name == key {
+	for i := range h.names {
+		if h.names[i].match(key) {
 			return h.keys[i]
 		}
 	}
@@ -114,11 +143,15 @@ func (h *hotSet) find(key string) *hotshard.Key {
 // allowHot is Allow of cost on a hot key under rs: served from a shard, or
 // from the key's word (hotshard.Key.Take). done is false, and nothing was
 // done, when the call is for the plain path: a key that is not hot, a
-// policy that is not one token bucket, a key the store does not hold under
-// rs, or a slot that moved or died meanwhile.
+// policy that is not one token bucket or under which the key gets no
+// batches (hotshard.Key.Sharded), a key the store does not hold
+// under rs, or a slot that moved or died meanwhile.
 func (s *Store) allowHot(key string, rs *rules.Rules, cost int) (ok, done bool) {
 	k := s.hot.find(key)
 	if k == nil || !rs.OneBucket() {
+		return false, false
+	}
+	if b, _ := k.Sharded(rs); b == 0 {
 		return false, false
 	}
 	now := rs.Rule(0).Now()
@@ -139,6 +172,9 @@ func (s *Store) allowHot(key string, rs *rules.Rules, cost int) (ok, done bool) 
 func (s *Store) decideHot(key string, rs *rules.Rules, cost int) (d keyrate.Decision, done bool) {
 	k := s.hot.find(key)
 	if k == nil || !rs.OneBucket() {
+		return d, false
+	}
+	if b, _ := k.Sharded(rs); b == 0 {
 		return d, false
 	}
 	r := rs.Rule(0)

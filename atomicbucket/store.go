@@ -38,7 +38,8 @@ import (
 // keyrate.ErrStoreFull), keyrate.WithSweepInterval (no background
 // sweeper), keyrate.WithEvictionGrace (keyrate.DefaultEvictionGrace),
 // keyrate.WithHashedKeys (off), keyrate.WithPolicies,
-// keyrate.WithPolicyFunc and keyrate.WithObserver (none). The package
+// keyrate.WithPolicyFunc and keyrate.WithObserver (none), and this
+// package's WithHotKeys (none). The package
 // documentation says how the table works, what a key costs in memory, and
 // how idle keys are removed without changing any decision.
 type Store struct {

@@ -13,10 +13,10 @@
 package hotshard
 
 import (
-	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/casmap"
@@ -66,6 +66,27 @@ type Key struct {
 	mask     uint32
 	lifetime time.Duration
 	fixed    int // a batch size that overrides Params' (tests)
+	params   atomic.Pointer[params]
+}
+
+// params is Params under one policy, cached: a policy changes rarely.
+type params struct {
+	rs    *rules.Rules
+	b     int
+	cover uint64
+}
+
+// Sharded returns the batch size and cover of k's batches under rs, a
+// one-window token-bucket policy (Params), from a cache of the latest
+// policy asked about. A batch size of 0 means the key is not sharded under
+// rs: serve it as any other key.
+func (k *Key) Sharded(rs *rules.Rules) (b int, cover uint64) {
+	if p := k.params.Load(); p != nil && p.rs == rs {
+		return p.b, p.cover
+	}
+	b, cover = k.Params(rs.Rule(0))
+	k.params.Store(&params{rs: rs, b: b, cover: cover})
+	return b, cover
 }
 
 // Shards returns the shard count for the current GOMAXPROCS: the power of
@@ -107,13 +128,26 @@ func (k *Key) Params(r *rules.Rule) (b int, cover uint64) {
 	return b, min(lifetime, uint64(b)*in)
 }
 
-// Serve spends cost tokens under rs at tick now from the batch of a shard
-// it picks at random, if that batch was taken under rs, has not expired and
-// holds them: one compare-and-swap on the shard's own cache line. It
-// reports whether it did, and the shard it picked, for Take.
+// Serve spends cost tokens under rs at tick now from the batch of the
+// calling goroutine's shard, if that batch was taken under rs, has not
+// expired and holds them: one compare-and-swap on the shard's own cache
+// line. It reports whether it did, and the shard it picked, for Take.
 func (k *Key) Serve(rs *rules.Rules, now uint64, cost int) (uint32, bool) {
-	i := rand.Uint32() & k.mask
+	i := hint() & k.mask
 	return i, k.serveAt(i, rs, now, cost)
+}
+
+// hint returns a shard hint for the calling goroutine: a hash of an
+// address on its stack. A goroutine keeps its hint while its stack stays
+// put, so that its calls find their shard's line in their core's cache,
+// which a random shard per call would not (each call would fetch a line
+// another core wrote last, as a single shared word makes them do); two
+// goroutines share a shard only when their stacks hash alike. (No
+// go:linkname to the runtime's processor id: see STYLE.md.)
+func hint() uint32 {
+	var x byte
+	a := uint64(uintptr(unsafe.Pointer(&x))) >> 10
+	return uint32((a * 0x9e3779b97f4a7c15) >> 40)
 }
 
 // serveAt is Serve from shard i.
@@ -145,7 +179,7 @@ func (k *Key) serveAt(i uint32, rs *rules.Rules, now uint64, cost int) bool {
 // nothing.
 func (k *Key) Take(rs *rules.Rules, slot *casmap.Slot, now uint64, cost int, i uint32) (rules.State, bool) {
 	r := rs.Rule(0)
-	b, cover := k.Params(r)
+	b, cover := k.Sharded(rs)
 	for pass := 0; ; pass++ {
 		if b >= cost {
 			if st, ok, done := k.refill(rs, r, slot, now, cost, i&k.mask, b, cover); done {

@@ -11,6 +11,7 @@ import (
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/casmap"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/racetest"
 	"github.com/keyrate/keyrate/internal/rules"
 )
 
@@ -123,8 +124,12 @@ var modelLimits = []struct {
 // batch charged without its cover, or a give-back of more than the batch
 // left, fails it.
 func TestModel(t *testing.T) {
+	seeds := uint64(40)
+	if racetest.Enabled {
+		seeds = 8 // the model is single-goroutine: the race detector adds nothing
+	}
 	for ci, c := range modelLimits {
-		for seed := range uint64(40) {
+		for seed := range seeds {
 			g := newRig(t, c.l, c.shards, c.lifetime, c.fixed)
 			rng := rand.New(rand.NewPCG(seed, uint64(ci)))
 			ops := make([]byte, 1200)
