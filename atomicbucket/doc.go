@@ -107,6 +107,8 @@
 // charged its tokens plus a cover of its lifetime, a millisecond, and
 // serves them with one compare-and-swap on its own line until the batch
 // expires; a refill or a denial gives back what the batch did not use.
-// docs/design/hotkeys.md proves that this never over-admits and bounds what
-// it may deny.
+// Batches are taken only while the word keeps half its burst. The design
+// note docs/design/hotkeys.md proves that this never over-admits, bounds
+// what it may deny, and says why, at many cores under sustained load, a
+// hot key is served mostly from its word.
 package atomicbucket

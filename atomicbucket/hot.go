@@ -26,10 +26,14 @@ type settings struct {
 // WithHotKeys marks keys as hot: Allow, AllowN and AllowTier on such a key
 // serve it from per-CPU shards of its tokens, each a batch taken from the
 // key's word, so that calls on it do not all compare-and-swap one word. A
-// hot key never admits more than its limit, and may admit less: at most
-// what its shards hold at an instant, released within a millisecond or at
-// the key's next denial (docs/design/hotkeys.md). With the clock stopped
-// it admits exactly Burst, as any key does.
+// hot key never admits more than its limit, and with the clock stopped it
+// admits exactly Burst, as any key does. It may admit less over time: each
+// batch is charged its lifetime (a millisecond) as well as its tokens, so
+// busy shards run the key's word down, and batches are taken only while
+// the word keeps half its burst; past that, calls spend from the word
+// directly, at the plain key's speed. A burst after a spell of sharded
+// load so finds about half the key's burst, and a key over its limit
+// loses about half a burst once (docs/design/hotkeys.md has the bounds).
 //
 // Sharding applies to a hot key under a one-window TokenBucket policy
 // whose rate refills at least one token a millisecond and whose burst is

@@ -169,9 +169,12 @@ func (k *Key) serveAt(i uint32, rs *rules.Rules, now uint64, cost int) bool {
 
 // Take is a call that Serve could not serve from shard i: the key is in
 // slot under rs, a one-window token-bucket policy, and the call wants cost
-// tokens at tick now. If the shared state holds a batch comfortably (b + Δ
-// and as much again), it refills shard i and serves the call from the new
-// batch; otherwise it spends cost from the shared state directly. Before it
+// tokens at tick now. If the shared state holds a batch comfortably (b + Δ,
+// and half the burst besides), it refills shard i and serves the call from
+// the new batch; otherwise it spends cost from the shared state directly.
+// (The half burst kept is what a burst after a spell of sharded load still
+// finds: covers are charged per shard, and while k shards hold batches the
+// word loses k ticks a tick to them; see docs/design/hotkeys.md.) Before it
 // denies, it drains every shard, giving back what their batches did not
 // use, and tries again, until a pass finds every shard empty. It returns
 // the shared state after the call and whether it allowed it, or the
@@ -215,16 +218,16 @@ func spend(r *rules.Rule, slot *casmap.Slot, now uint64, cost int) (rules.State,
 
 // refill claims shard i if its batch cannot serve cost under rs, gives its
 // old batch back, and takes a new one of b tokens and cover ticks from
-// slot if the shared state then still holds as much again, serving cost
-// from it. done reports that the call was decided (st and ok its result,
-// or st a sentinel).
+// slot if the shared state then still holds that and half its burst,
+// serving cost from it. done reports that the call was decided (st and ok
+// its result, or st a sentinel).
 func (k *Key) refill(rs *rules.Rules, r *rules.Rule, slot *casmap.Slot, now uint64, cost int, i uint32, b int, cover uint64) (st rules.State, ok, done bool) {
 	sh := &k.shards[i]
 	w := sh.word.Load()
 	if w&claimBit != 0 {
 		return 0, false, false
 	}
-	keep := uint64(b)*r.Interval() + cover
+	keep := max(uint64(b)*r.Interval()+cover, r.FillTicks()/2) // see Take
 	if _, ok := r.TakeBatch(slot.Load(), now, b, cover, keep); !ok {
 		return 0, false, false // not comfortable: spend directly, claiming nothing
 	}
