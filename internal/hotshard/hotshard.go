@@ -196,11 +196,18 @@ func (k *Key) Take(rs *rules.Rules, slot *casmap.Slot, now uint64, cost int, i u
 		if !k.Drain() {
 			return st, false
 		}
+		if testHookRetry != nil {
+			testHookRetry()
+		}
 		if pass > 2 {
 			runtime.Gosched() // a claim in flight: let it finish
 		}
 	}
 }
+
+// testHookRetry, if set (by tests), runs when Take's drain found a shard
+// live or claimed and the call is about to try the word again.
+var testHookRetry func()
 
 // spend spends cost tokens from slot at tick now, the store's loop.
 func spend(r *rules.Rule, slot *casmap.Slot, now uint64, cost int) (rules.State, bool) {
