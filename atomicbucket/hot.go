@@ -38,11 +38,13 @@ type settings struct {
 // Sharding applies to a hot key under a one-window TokenBucket policy
 // whose rate refills at least one token a millisecond and whose burst is
 // at least 4 per shard (2·GOMAXPROCS shards, rounded up to a power of
-// two); under any other policy, and in every other method (Peek, Reserve,
-// Wait, Refund, Cancel), a hot key is served as any other. A decision
-// served from a shard reports the key's word: Remaining counts the tokens
-// outside the shards (a lower bound), and a denial comes only after the
-// shards were given back, so its RetryAfter is the plain store's.
+// two); under any other policy a hot key is served as any other. A
+// decision served from a shard reports the key's word: Remaining counts
+// the tokens outside the shards (a lower bound), and a denial comes only
+// after the shards were given back, so its RetryAfter is the plain
+// store's. Reserve, ReserveTier, Wait and WaitTier give a hot key's shards
+// back first, then work as for any key; Peek, Refund and Cancel work on
+// the word alone (Peek's Remaining is then a lower bound too).
 //
 // The default is none. Every call on a store with hot keys first looks
 // the key up among them (a few string comparisons, or a map lookup for
@@ -169,6 +171,17 @@ func (s *Store) allowHot(key string, rs *rules.Rules, cost int) (ok, done bool) 
 	}
 	st, ok := k.Take(rs, slot, now, cost, i)
 	return ok, st < casmap.Moved
+}
+
+// drainHot gives back what the shards of key, if it is hot, hold, so that
+// a reservation or a wait that follows finds every token the key has
+// (up to batches taken meanwhile).
+func (s *Store) drainHot(key string) {
+	if s.hot != nil {
+		if k := s.hot.find(key); k != nil {
+			k.Drain()
+		}
+	}
 }
 
 // decideHot is allowHot for AllowN and AllowTier: it returns the decision,

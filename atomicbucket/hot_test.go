@@ -186,3 +186,26 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestHotReserveDrains: a reservation on a hot key, with the clock
+// stopped, gets the tokens its shards hold and the cover they were
+// charged: Reserve gives the shards back first. Without that, the word
+// alone lacks them and a reservation of the rest of the burst that may not
+// wait is refused.
+func TestHotReserveDrains(t *testing.T) {
+	const burst = 1000
+	s, _ := hotStore(t, keyrate.PerSecond(1_000_000).WithBurst(burst), 16, 0)
+	if !s.Allow("hot") || !s.Allow("hot") { // the second takes a batch of 15, cover 15
+		t.Fatal("a first call was denied")
+	}
+	if d := s.Peek("hot"); d.Remaining != burst-31 {
+		t.Fatalf("the word holds %d, want %d: no batch was taken", d.Remaining, burst-31)
+	}
+	r, err := s.Reserve("hot", burst-2, 0)
+	if err != nil || !r.OK() || r.Delay() != 0 {
+		t.Fatalf("Reserve(%d, 0) = %+v, %v; want the rest of the burst at once", burst-2, r, err)
+	}
+	if s.Allow("hot") {
+		t.Fatal("a call after the whole burst was allowed")
+	}
+}

@@ -490,22 +490,26 @@ func (s *Store) evictOne(h uint64) {
 // Reserve reserves cost tokens of key for the earliest slot at most
 // maxWait away: one compare-and-swap for a known key. See keyrate.WaitLimiter.
 func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	s.drainHot(key)
 	return sweep.Reserve(s.pols, (*front)(s), key, cost, maxWait)
 }
 
 // ReserveTier is Reserve under tier's policy. See keyrate.WaitLimiter.
 func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	s.drainHot(key)
 	return sweep.ReserveTier(s.pols, (*front)(s), key, tier, cost, maxWait)
 }
 
 // Wait spends cost tokens of key, waiting for them on the store's clock
 // if need be. See keyrate.WaitLimiter.
 func (s *Store) Wait(ctx context.Context, key string, cost int) error {
+	s.drainHot(key)
 	return sweep.Wait(ctx, s.pols, (*front)(s), key, cost)
 }
 
 // WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
 func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
+	s.drainHot(key)
 	return sweep.WaitTier(ctx, s.pols, (*front)(s), key, tier, cost)
 }
 
