@@ -129,9 +129,11 @@ func (k *Key) Params(r *rules.Rule) (b int, cover uint64) {
 }
 
 // Serve spends cost tokens under rs at tick now from the batch of the
-// calling goroutine's shard, if that batch was taken under rs, has not
-// expired and holds them: one compare-and-swap on the shard's own cache
-// line. It reports whether it did, and the shard it picked, for Take.
+// calling goroutine's shard, if that batch was taken under rs at or before
+// now, has not expired and holds them: one compare-and-swap on the shard's
+// own cache line. (A reading older than the batch's take, a goroutine's
+// stale reading, does not serve from it: in the bound's terms the token
+// would be admitted at a reading before the word was charged for it.) It reports whether it did, and the shard it picked, for Take.
 func (k *Key) Serve(rs *rules.Rules, now uint64, cost int) (uint32, bool) {
 	i := hint() & k.mask
 	return i, k.serveAt(i, rs, now, cost)
@@ -158,8 +160,8 @@ func (k *Key) serveAt(i uint32, rs *rules.Rules, now uint64, cost int) bool {
 		if w&countMask < uint64(cost) {
 			return false
 		}
-		if sh.rs.Load() != rs || now >= sh.end.Load() {
-			return false
+		if sh.rs.Load() != rs || now >= sh.end.Load() || now < sh.t0.Load() {
+			return false // another policy's batch, expired, or taken after this call's reading
 		}
 		if sh.word.CompareAndSwap(w, w-uint64(cost)) {
 			return true

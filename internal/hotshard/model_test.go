@@ -1,8 +1,10 @@
 package hotshard
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -58,23 +60,25 @@ func (g *rig) call(i uint32, cost int) bool {
 	return ok
 }
 
-// check fails t if some interval [a, b] of admission readings holds more
-// than the exact token bucket allows: Σcost·I ≤ F + (b − a), in ticks,
-// which is admitted ≤ Burst + Rate·(b−a)/Per. It checks every pair of
-// admissions, an independent statement of the bound.
+// check fails t if some interval [a, b] of readings holds admissions of
+// more than the exact token bucket allows: Σcost·I ≤ F + (b − a), in
+// ticks, which is admitted ≤ Burst + Rate·(b−a)/Per. It checks every pair
+// of admission readings, an independent statement of the bound.
 func (g *rig) check(t testing.TB) {
 	t.Helper()
 	in, fill := g.r.Interval(), g.r.FillTicks()
-	for i := range g.log {
+	log := slices.Clone(g.log) // in reading order: the bound is over readings
+	slices.SortStableFunc(log, func(x, y admission) int { return cmp.Compare(x.at, y.at) })
+	for i := range log {
 		sum := uint64(0)
-		for j := i; j < len(g.log); j++ {
-			if g.log[j].at < g.log[i].at {
-				continue // a clock stepped back: not an interval from i
+		for j := i; j < len(log); j++ {
+			sum += uint64(log[j].cost)
+			if j+1 < len(log) && log[j+1].at == log[j].at {
+				continue // every admission at log[j]'s reading first
 			}
-			sum += uint64(g.log[j].cost)
-			if span := g.log[j].at - g.log[i].at; sum*in > fill+span {
-				t.Fatalf("admitted %d tokens in [%d, %d] ticks: more than Burst %d + %d ticks at %d ticks a token (admissions %d..%d)",
-					sum, g.log[i].at, g.log[j].at, g.r.Limit().Burst, span, in, i, j)
+			if span := log[j].at - log[i].at; sum*in > fill+span {
+				t.Fatalf("admitted %d tokens at readings in [%d, %d] ticks: more than Burst %d + %d ticks at %d ticks a token",
+					sum, log[i].at, log[j].at, g.r.Limit().Burst, span, in)
 			}
 		}
 	}
@@ -248,5 +252,36 @@ func TestParams(t *testing.T) {
 		if b != c.b || cover/g.r.Interval() != c.coverToks {
 			t.Errorf("%v over %d shards: batch %d, cover %d tokens; want %d, %d", c.l, c.shards, b, cover/g.r.Interval(), c.b, c.coverToks)
 		}
+	}
+}
+
+// TestStaleServe: a call whose reading predates the batch it finds (it
+// read the clock, then was descheduled while the burst was spent at that
+// reading and a batch was taken later) does not serve from that batch.
+// Served, its token would be the burst's plus one at that reading.
+func TestStaleServe(t *testing.T) {
+	g := newRig(t, keyrate.PerSecond(1000).WithBurst(100), 2, time.Second, 3)
+	g.clk.Advance(5 * time.Second)
+	stale := g.r.Now()
+	n := 0
+	for range 200 { // the whole burst at the stale reading
+		if g.call(1, 1) {
+			n++
+		}
+	}
+	if n != 100 {
+		t.Fatalf("admitted %d at one reading, want the burst, 100", n)
+	}
+	g.clk.Advance(60 * time.Millisecond) // 60 tokens back: enough for a batch above half the burst
+	if !g.call(0, 1) {
+		t.Fatal("the call after 60ms was denied")
+	}
+	if w := g.k.shards[0].word.Load(); w&liveBit == 0 || w&countMask != 2 {
+		t.Fatalf("shard 0 holds %#x, want a live batch of 2", w)
+	}
+	if g.k.serveAt(0, g.rs, stale, 1) {
+		g.log = append(g.log, admission{stale, 1})
+		g.check(t)
+		t.Fatal("a stale reading served from a batch taken after it")
 	}
 }
