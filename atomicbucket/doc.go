@@ -103,4 +103,22 @@
 // Wait creates no timer when the tokens are there, and otherwise sleeps on
 // the store's clock on the caller's goroutine; Cancel is one more
 // compare-and-swap, from the very state the reservation left.
+//
+// # Hot keys
+//
+// One key that every core calls serialises on its word: each call's
+// compare-and-swap takes the word's cache line from the core that wrote it
+// last, and fails when another core wrote it meanwhile. WithHotKeys names
+// such keys. A hot key under a fast enough one-window token bucket is
+// served from shards (package internal/hotshard): 2·GOMAXPROCS of them,
+// rounded up to a power of two, each on its own cache line, a goroutine
+// keeping to one. A shard takes a batch of tokens from the key's word
+// (what the rate refills in a millisecond, at most Burst/(4·shards)),
+// charged its tokens plus a cover of its lifetime, a millisecond, and
+// serves them with one compare-and-swap on its own line until the batch
+// expires; a refill or a denial gives back what the batch did not use.
+// Batches are taken only while the word keeps half its burst. The design
+// note docs/design/hotkeys.md proves that this never over-admits, bounds
+// what it may deny, and says why, at many cores under sustained load, a
+// hot key is served mostly from its word.
 package atomicbucket

@@ -8,6 +8,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/mutexbucket"
 )
 
 func Example() {
@@ -132,4 +133,35 @@ func ExampleStore_Refund() {
 	// reserved: true remaining: 40
 	// after refund: 78
 	// refund past full: 100
+}
+
+// ExampleWithHotKeys marks one key hot: its calls are served from per-CPU
+// shards of its tokens instead of all swapping one word. It still admits
+// exactly its burst with the clock stopped, and no more than its rate after.
+func ExampleWithHotKeys() {
+	clk := clock.NewManual(0)
+	store, err := atomicbucket.New(keyrate.PerSecond(1_000_000).WithBurst(1000),
+		keyrate.WithClock(clk), atomicbucket.WithHotKeys("tenant-42"))
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	count := func() (n int) {
+		for store.Allow("tenant-42") {
+			n++
+		}
+		return n
+	}
+	fmt.Println("admitted at t=0:", count())
+	clk.Advance(500 * time.Microsecond) // 500 tokens refill
+	fmt.Println("admitted at t=0.5ms:", count())
+	d, _ := store.AllowN("tenant-42", 1)
+	fmt.Println("then:", d.Allowed, "retry after:", d.RetryAfter)
+	_, err = mutexbucket.New(keyrate.PerSecond(1), atomicbucket.WithHotKeys("tenant-42"))
+	fmt.Println("other stores:", errors.Is(err, keyrate.ErrInvalidOption))
+	// Output:
+	// admitted at t=0: 1000
+	// admitted at t=0.5ms: 500
+	// then: false retry after: 1µs
+	// other stores: true
 }

@@ -38,7 +38,8 @@ import (
 // keyrate.ErrStoreFull), keyrate.WithSweepInterval (no background
 // sweeper), keyrate.WithEvictionGrace (keyrate.DefaultEvictionGrace),
 // keyrate.WithHashedKeys (off), keyrate.WithPolicies,
-// keyrate.WithPolicyFunc and keyrate.WithObserver (none). The package
+// keyrate.WithPolicyFunc and keyrate.WithObserver (none), and this
+// package's WithHotKeys (none). The package
 // documentation says how the table works, what a key costs in memory, and
 // how idle keys are removed without changing any decision.
 type Store struct {
@@ -49,6 +50,7 @@ type Store struct {
 	pacer sweep.Pacer   // paces whole sweeps on refusals by a full store
 	grace time.Duration // config.Settings.EvictionGrace
 	bg    *sweep.Background
+	hot   *hotSet // WithHotKeys; nil for none
 }
 
 var (
@@ -75,7 +77,8 @@ const sampled = 16
 // keyrate.SlidingLog, here and in SetPolicy, with an error wrapping
 // keyrate.ErrUnsupportedAlgorithm.
 func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
-	set, err := config.Configure(nil, opts...)
+	var own settings
+	set, err := config.Configure(&own, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +89,7 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	if err := pols.RefuseLog("atomicbucket"); err != nil {
 		return nil, err
 	}
-	s := &Store{pols: pols, grace: set.EvictionGrace}
+	s := &Store{pols: pols, grace: set.EvictionGrace, hot: newHotSet(own)}
 	s.m.Init(segments(), set.HashedKeys)
 	s.book.Init(set.MaxKeys)
 	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
@@ -247,6 +250,11 @@ func (s *Store) Allow(key string) bool {
 	if rs.Unlimited() {
 		return true
 	}
+	if s.hot != nil {
+		if ok, done := s.allowHot(key, rs, 1); done {
+			return ok
+		}
+	}
 	// The hot path: a known key.
 	var h uint64
 	var slot *casmap.Slot
@@ -333,6 +341,11 @@ func (s *Store) allow(key string, rs *rules.Rules, cost int) (keyrate.Decision, 
 	}
 	if rs.Unlimited() {
 		return rs.UnlimitedDecision(), nil
+	}
+	if s.hot != nil {
+		if d, done := s.decideHot(key, rs, cost); done {
+			return d, nil
+		}
 	}
 	// The hot path: a known key.
 	var h uint64
@@ -548,22 +561,26 @@ func (s *Store) evictOne(h uint64) {
 // Reserve reserves cost tokens of key for the earliest slot at most
 // maxWait away: one compare-and-swap for a known key. See keyrate.WaitLimiter.
 func (s *Store) Reserve(key string, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	s.drainHot(key)
 	return sweep.Reserve(s.pols, (*front)(s), key, cost, maxWait)
 }
 
 // ReserveTier is Reserve under tier's policy. See keyrate.WaitLimiter.
 func (s *Store) ReserveTier(key string, tier keyrate.Tier, cost int, maxWait time.Duration) (keyrate.Reservation, error) {
+	s.drainHot(key)
 	return sweep.ReserveTier(s.pols, (*front)(s), key, tier, cost, maxWait)
 }
 
 // Wait spends cost tokens of key, waiting for them on the store's clock
 // if need be. See keyrate.WaitLimiter.
 func (s *Store) Wait(ctx context.Context, key string, cost int) error {
+	s.drainHot(key)
 	return sweep.Wait(ctx, s.pols, (*front)(s), key, cost)
 }
 
 // WaitTier is Wait under tier's policy. See keyrate.WaitLimiter.
 func (s *Store) WaitTier(ctx context.Context, key string, tier keyrate.Tier, cost int) error {
+	s.drainHot(key)
 	return sweep.WaitTier(ctx, s.pols, (*front)(s), key, tier, cost)
 }
 

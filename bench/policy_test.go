@@ -64,6 +64,7 @@ var policyRows = slices.Concat(
 	policyRowsOf("mutex", mutexbucket.New),
 	policyRowsOf("striped", striped.New),
 	policyRowsOf("atomic", atomicbucket.New),
+	hotRows,
 )
 
 // policyRowsOf returns the policy rows of the store named name: 2windows

@@ -67,3 +67,15 @@ func coarse[S subject](newStore func(keyrate.Limit, ...keyrate.Option) (S, error
 		return s, c.Close, nil
 	}
 }
+
+// hotRows are the rows of atomicbucket.WithHotKeys, store=atomic/hot=sharded,
+// on the one-key workloads only: the key of hotkey and hotkey-deny is hot,
+// its tokens spread over per-CPU shards. Compare with store=atomic on the
+// same workload (and floor, the single CAS).
+var hotRows = []policyRow{
+	{subjectCase{
+		name:    "atomic/hot=sharded",
+		limiter: true,
+		new:     store(atomicbucket.New, atomicbucket.WithHotKeys(makeKeys("key-", 1)[0])),
+	}, []string{"hotkey", "hotkey-deny"}},
+}
