@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/inflight"
 )
 
 // Option configures the middleware that New builds. Options apply in order;
@@ -42,7 +43,11 @@ type config struct {
 	onShadow ShadowFunc
 	// observer is WithObserver's, nil for none.
 	observer keyrate.Observer
-	err      error // the first option that did not apply
+	// inflight is WithInflight's limit, nil for none; inflightDenied
+	// answers the requests it refuses.
+	inflight       inflight.Limiter
+	inflightDenied InflightDeniedFunc
+	err            error // the first option that did not apply
 }
 
 // fail records the first option error.
