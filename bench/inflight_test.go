@@ -14,7 +14,7 @@ var inflightWorkloads = []string{"hotkey", "uniform-1k"}
 
 // BenchmarkInflight measures the in-process concurrency limit
 // (inflight.Store) per call of TryAcquire and Release on a known key, named
-// store=inflight/op=acquire-release/wl=<workload>, beside floor on the same
+// store=inflight/wl=<workload>, beside floor on the same
 // workload (store=floor/wl=<workload>) in the same run: the bound
 // is acquire+release at most 1.5× floor per call. The limit is far above
 // the goroutines, so every acquire is admitted.
@@ -25,7 +25,7 @@ func BenchmarkInflight(b *testing.B) {
 		wl := workloadNamed(b, name)
 		leaves = append(leaves,
 			leaf{"store=floor/wl=" + wl.name, func(b *testing.B) { benchKnown(b, subjectCase{name: "floor", new: newFloor}, wl) }},
-			leaf{"store=inflight/op=acquire-release/wl=" + wl.name, func(b *testing.B) { benchInflight(b, wl) }},
+			leaf{"store=inflight/wl=" + wl.name, func(b *testing.B) { benchInflight(b, wl) }},
 		)
 	}
 	runLeaves(b, leaves)
