@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/inflight"
 	"github.com/keyrate/keyrate/internal/conformance"
 )
@@ -235,4 +236,19 @@ func TestZeroAllocs(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("TryAcquire+Release of a known key: %v allocations, want 0", a)
 	}
+}
+
+// TestAcquireBadInput: Acquire with an invalid key returns TryAcquire's
+// error at once, and a nil context is a wait with no end, not a panic.
+func TestAcquireBadInput(t *testing.T) {
+	s := mustNew(t, 1)
+	var ctx context.Context // nil
+	if sl, err := s.Acquire(ctx, ""); !errors.Is(err, keyrate.ErrInvalidKey) || sl.Acquired() {
+		t.Errorf("Acquire(nil, \"\") = %v, %v; want ErrInvalidKey", sl.Acquired(), err)
+	}
+	sl, err := s.Acquire(ctx, "k")
+	if err != nil || !sl.Acquired() {
+		t.Errorf("Acquire(nil, \"k\") = %v, %v; want a slot", sl.Acquired(), err)
+	}
+	sl.Release()
 }

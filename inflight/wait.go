@@ -13,7 +13,11 @@ import (
 // queue, so a waiter may wait longer than one that came later. Waiting
 // costs nothing while no one waits: the key's wake-up channel is made
 // only when an Acquire must sleep. An invalid key gets TryAcquire's error.
+// A nil ctx is context.Background(): a wait with no end.
 func (s *Store) Acquire(ctx context.Context, key string) (Slot, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return Slot{}, fmt.Errorf("inflight: waiting for a slot of %q: %w", key, err)
