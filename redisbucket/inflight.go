@@ -50,7 +50,9 @@ const (
 // (httplimit and grpclimit then answer 503 / Unavailable); under FailOpen
 // a slot that holds nothing; under FallbackLocal a slot of an in-process
 // inflight.Store of the same limit, per process (so up to the limit times
-// the processes fleet-wide while Redis is down). A release that Redis does
+// the processes fleet-wide while Redis is down, and, as Redis comes back,
+// the fallback's holders beside the limit in Redis until they release).
+// A release that Redis does
 // not answer goes to the WithOnError callback, and its slot stays held
 // until its lease ends.
 type InflightStore struct {
