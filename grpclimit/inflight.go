@@ -31,7 +31,9 @@ var ErrTooManyInFlight = errors.New("grpclimit: too many calls in flight")
 // ErrTooManyInFlight. An error from l ends the call as a rate limiter's
 // would (codes.Internal for an invalid key, codes.Unavailable for any
 // other). The observer is told of each of the cap's decisions with
-// keyrate.Event.Inflight set and the policy keyrate.InflightPolicy. The
+// keyrate.Event.Inflight set and the policy keyrate.InflightPolicy. A
+// call whose context an earlier interceptor marked with inflight.Critical
+// may take the slots inflight.WithReserved keeps (priority shedding). The
 // default is no cap; a nil or typed-nil l makes New fail with an error
 // wrapping keyrate.ErrInvalidOption.
 func WithInflight(l inflight.Limiter) Option {

@@ -28,7 +28,9 @@ var ErrTooManyInFlight = errors.New("httplimit: too many requests in flight")
 // it through, holding no slot, and reports ErrTooManyInFlight. An error
 // from l goes where the rate limiter's would (an invalid key to the error
 // handler, any other to the store-error handler). The observer is told of
-// each decision with Event.Inflight set. The default is no cap; a nil or
+// each decision with Event.Inflight set. A request whose context an
+// earlier middleware marked with inflight.Critical may take the slots
+// inflight.WithReserved keeps (priority shedding). The default is no cap; a nil or
 // typed-nil l makes New fail with an error wrapping
 // keyrate.ErrInvalidOption.
 func WithInflight(l inflight.Limiter) Option {

@@ -255,3 +255,38 @@ func TestInflightAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestInflightCritical: with a slot reserved, a request whose context an
+// earlier middleware marked inflight.Critical gets the reserved slot while
+// an ordinary one is refused.
+func TestInflightCritical(t *testing.T) {
+	caps, err := inflight.New(2, inflight.WithReserved(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := New(nil, WithInflight(caps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Critical") != "" {
+			r = r.WithContext(inflight.Critical(r.Context()))
+		}
+		limited.ServeHTTP(w, r)
+	})
+	held, _ := caps.TryAcquire("192.0.2.1")
+	defer held.Release()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 429 {
+		t.Errorf("ordinary request at n-r held: %d, want 429", rec.Code)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-Critical", "1")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	if rec.Code != 200 {
+		t.Errorf("critical request: %d, want 200 (the reserved slot)", rec.Code)
+	}
+}

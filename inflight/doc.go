@@ -43,6 +43,14 @@
 // the key up again, so an acquire racing a sweep never counts into a
 // deleted key, and eviction never changes a decision.
 //
+// # Priority shedding
+//
+// WithReserved keeps some of each key's slots for critical requests
+// (TryAcquireCritical, or a context marked by Critical): a client at its
+// cap of ordinary requests still gets the ones that matter through.
+//
+// # Waiting
+//
 // Acquire waits for a slot, with a context: a waiter sleeps on a channel
 // of its key, made only when someone waits, and woken by a release.
 package inflight

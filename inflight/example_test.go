@@ -1,6 +1,7 @@
 package inflight_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/keyrate/keyrate/inflight"
@@ -26,4 +27,24 @@ func Example() {
 	// Output:
 	// true true false
 	// true false
+}
+
+// WithReserved keeps slots for critical requests: here 1 of 3, so that a
+// client at its cap of ordinary requests still gets a critical one
+// through.
+func ExampleWithReserved() {
+	lim, err := inflight.New(3, inflight.WithReserved(1))
+	if err != nil {
+		panic(err)
+	}
+	a, _ := lim.TryAcquire("alice")
+	b, _ := lim.TryAcquire("alice")
+	c, _ := lim.TryAcquire("alice")
+	d, _ := lim.TryAcquireContext(inflight.Critical(context.Background()), "alice")
+	fmt.Println(a.Acquired(), b.Acquired(), c.Acquired(), d.Acquired())
+	for _, s := range []inflight.Slot{a, b, d} {
+		s.Release()
+	}
+	// Output:
+	// true true false true
 }

@@ -44,7 +44,8 @@ type Limiter interface {
 // Release take no lock and allocate nothing. Create one with New; a Store
 // is safe for concurrent use and needs no Close.
 type Store struct {
-	n     int64
+	n     int64 // the limit
+	open  int64 // the slots an acquire that is not critical may fill
 	keys  *xsync.MapOf[string, *keyState]
 	pool  sync.Pool // of *holder
 	sweep struct {
@@ -70,12 +71,20 @@ var _ Limiter = (*Store)(nil)
 
 // New returns a Store that lets each key hold at most n slots at once. It
 // returns an error wrapping keyrate.ErrInvalidLimit if n is not in [1,
-// MaxLimit].
-func New(n int) (*Store, error) {
+// MaxLimit], and an option's error if one is invalid.
+func New(n int, opts ...Option) (*Store, error) {
 	if n < 1 || n > MaxLimit {
 		return nil, fmt.Errorf("%w: inflight.New(%d): the limit is not in [1, %d]", keyrate.ErrInvalidLimit, n, MaxLimit)
 	}
-	s := &Store{n: int64(n), keys: xsync.NewMapOf[string, *keyState]()}
+	s := &Store{n: int64(n), open: int64(n), keys: xsync.NewMapOf[string, *keyState]()}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(s); err != nil {
+			return nil, err
+		}
+	}
 	s.pool.New = func() any { return &holder{store: s} }
 	s.sweep.next.Store(minSweep)
 	return s, nil
@@ -99,15 +108,21 @@ func checkKey(key string) error {
 	return nil
 }
 
-// TryAcquire takes a slot of key if fewer than Limit() are held, without
+// TryAcquire takes a slot of key if fewer than Limit() are held (fewer
+// than Limit() minus WithReserved's, since it is not critical), without
 // waiting. A Slot whose Acquired is false means the key is at its limit.
 // An empty key, or one over MaxKeyLen bytes, gets an error wrapping
 // keyrate.ErrInvalidKey.
 func (s *Store) TryAcquire(key string) (Slot, error) {
+	return s.tryAcquire(key, s.open)
+}
+
+// tryAcquire is TryAcquire filling at most limit slots.
+func (s *Store) tryAcquire(key string, limit int64) (Slot, error) {
 	if err := checkKey(key); err != nil {
 		return Slot{}, err
 	}
-	st, ok := s.acquire(key)
+	st, ok := s.acquire(key, limit)
 	if !ok {
 		return Slot{}, nil
 	}
@@ -116,15 +131,16 @@ func (s *Store) TryAcquire(key string) (Slot, error) {
 	return Slot{r: h, gen: h.gen.Load()}, nil
 }
 
-// TryAcquireContext is TryAcquire; ctx is not used. It implements Limiter.
-func (s *Store) TryAcquireContext(_ context.Context, key string) (Slot, error) {
-	return s.TryAcquire(key)
+// TryAcquireContext is TryAcquire, or TryAcquireCritical if ctx is marked
+// by Critical; it does not wait. It implements Limiter.
+func (s *Store) TryAcquireContext(ctx context.Context, key string) (Slot, error) {
+	return s.tryAcquire(key, s.limitFor(ctx))
 }
 
-// acquire counts a slot into key's state if it is below the limit, and
+// acquire counts a slot into key's state if it holds fewer than limit, and
 // returns the state; it returns the state that refused, and false, if the
-// key is at its limit.
-func (s *Store) acquire(key string) (*keyState, bool) {
+// key is at limit.
+func (s *Store) acquire(key string, limit int64) (*keyState, bool) {
 	for {
 		st, ok := s.keys.Load(key)
 		if !ok {
@@ -139,7 +155,7 @@ func (s *Store) acquire(key string) (*keyState, bool) {
 				s.unlink(key, st)
 				break // look the key up again
 			}
-			if c >= s.n {
+			if c >= limit {
 				return st, false
 			}
 			if st.n.CompareAndSwap(c, c+1) {

@@ -13,16 +13,18 @@ import (
 // queue, so a waiter may wait longer than one that came later. Waiting
 // costs nothing while no one waits: the key's wake-up channel is made
 // only when an Acquire must sleep. An invalid key gets TryAcquire's error.
-// A nil ctx is context.Background(): a wait with no end.
+// A nil ctx is context.Background(): a wait with no end. A ctx marked by
+// Critical may take the slots WithReserved keeps.
 func (s *Store) Acquire(ctx context.Context, key string) (Slot, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	limit := s.limitFor(ctx)
 	for {
 		if err := ctx.Err(); err != nil {
 			return Slot{}, fmt.Errorf("inflight: waiting for a slot of %q: %w", key, err)
 		}
-		slot, err := s.TryAcquire(key)
+		slot, err := s.tryAcquire(key, limit)
 		if err != nil || slot.Acquired() {
 			return slot, err
 		}
@@ -33,7 +35,7 @@ func (s *Store) Acquire(ctx context.Context, key string) (Slot, error) {
 		wake := st.await()
 		// A release between the refusal and await saw no waiter: try
 		// again now that a release will see this one.
-		slot, err = s.TryAcquire(key)
+		slot, err = s.tryAcquire(key, limit)
 		if err != nil || slot.Acquired() {
 			st.waiters.Add(-1)
 			return slot, err
