@@ -44,6 +44,10 @@ func IsCritical(ctx context.Context) bool {
 	return v
 }
 
+// Reserved returns the slots of each key WithReserved keeps for critical
+// acquires: 0 without it.
+func (s *Store) Reserved() int { return int(s.n - s.open) }
+
 // TryAcquireCritical is TryAcquire for a critical request: it may take
 // the slots WithReserved keeps.
 func (s *Store) TryAcquireCritical(key string) (Slot, error) {

@@ -59,6 +59,7 @@ type InflightStore struct {
 	s        *Store
 	prefix   string
 	n        int
+	open     int // the slots an acquire that is not critical may fill
 	lease    time.Duration
 	leaseArg string // lease in µs
 	ttlArg   string // the key's least TTL in ms
@@ -94,7 +95,9 @@ return 1
 `)
 
 // Inflight returns a fleet-wide concurrency limit of n slots per key, each
-// held for at most lease unless released sooner, in the Store's Redis,
+// held for at most lease unless released sooner, with opts
+// (inflight.WithReserved keeps slots for acquires whose context is marked
+// by inflight.Critical), in the Store's Redis,
 // under the key prefix prefix (the Redis key of user key k is prefix+k,
 // or prefix+"{"+k+"}" with WithHashTag). The prefix must not begin with
 // the Store's prefix, nor the Store's with it, so that the Store's Len
@@ -102,14 +105,19 @@ return 1
 // limit, and must give it the same n and lease.
 //
 // It returns an error wrapping keyrate.ErrInvalidLimit if n is not in [1,
-// inflight.MaxLimit], and one wrapping keyrate.ErrInvalidOption if lease
+// inflight.MaxLimit], an option's error for an invalid option (as
+// inflight.New does), and one wrapping keyrate.ErrInvalidOption if lease
 // is not in [MinInflightLease, MaxInflightLease] or the prefix is empty,
 // longer than MaxPrefixLen, overlaps the Store's, or holds a brace under
 // WithHashTag. It sends nothing to Redis.
-func (s *Store) Inflight(prefix string, n int, lease time.Duration) (*InflightStore, error) {
+func (s *Store) Inflight(prefix string, n int, lease time.Duration, opts ...inflight.Option) (*InflightStore, error) {
+	// The in-process limit of the same n and options: it checks them, and
+	// is FallbackLocal's fallback.
+	local, err := inflight.New(n, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("redisbucket.Store.Inflight: %w", err)
+	}
 	switch {
-	case n < 1 || n > inflight.MaxLimit:
-		return nil, fmt.Errorf("%w: redisbucket.Store.Inflight: limit %d is not in [1, %d]", keyrate.ErrInvalidLimit, n, inflight.MaxLimit)
 	case lease < MinInflightLease || lease > MaxInflightLease:
 		return nil, fmt.Errorf("%w: redisbucket.Store.Inflight: lease %v is not in [%v, %v]", keyrate.ErrInvalidOption, lease, MinInflightLease, MaxInflightLease)
 	case prefix == "" || len(prefix) > MaxPrefixLen:
@@ -123,14 +131,14 @@ func (s *Store) Inflight(prefix string, n int, lease time.Duration) (*InflightSt
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	l := &InflightStore{s: s, prefix: prefix, n: n, lease: lease,
+	l := &InflightStore{s: s, prefix: prefix, n: n, open: n - local.Reserved(), lease: lease,
 		leaseArg: strconv.FormatInt(lease.Microseconds(), 10), ttlArg: "0",
 		idBase: strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 36) + "-"}
 	if s.set.timeSource != nil {
 		l.ttlArg = timeSourceTTLArg
 	}
 	if s.set.policy == FallbackLocal {
-		l.fallback, _ = inflight.New(n) // n is in range
+		l.fallback = local
 	}
 	return l, nil
 }
@@ -155,7 +163,8 @@ func (l *InflightStore) TryAcquire(key string) (inflight.Slot, error) {
 }
 
 // TryAcquireContext takes a slot of key if fewer than Limit() are held
-// fleet-wide, in one round trip bounded by ctx and the Store's timeout. A
+// fleet-wide (fewer than Limit() minus the reserve, unless ctx is marked
+// by inflight.Critical), in one round trip bounded by ctx and the Store's timeout. A
 // Slot whose Acquired is false means the key is at its limit. An empty key
 // or one over MaxKeyLen bytes gets an error wrapping keyrate.ErrInvalidKey
 // and sends nothing; a failure of Redis gets the failure policy's answer
@@ -174,9 +183,13 @@ func (l *InflightStore) TryAcquireContext(ctx context.Context, key string) (infl
 	if ts := l.s.set.timeSource; ts != nil {
 		now = micros(ts.Now())
 	}
+	limit := l.open
+	if limit != l.n && inflight.IsCritical(ctx) {
+		limit = l.n
+	}
 	var got int64
 	err := l.s.roundTrip(ctx, rkey, func(rctx context.Context) (err error) {
-		got, err = inflightScript.Run(rctx, l.s.client, []string{rkey}, now, l.n, l.leaseArg, id, l.ttlArg).Int64()
+		got, err = inflightScript.Run(rctx, l.s.client, []string{rkey}, now, limit, l.leaseArg, id, l.ttlArg).Int64()
 		return err
 	})
 	if err == nil {
@@ -194,7 +207,7 @@ func (l *InflightStore) TryAcquireContext(ctx context.Context, key string) (infl
 	case FailOpen:
 		return inflight.NewSlot(noRelease{}, 0), nil
 	case FallbackLocal:
-		return l.fallback.TryAcquire(key)
+		return l.fallback.TryAcquireContext(ctx, key)
 	}
 	return inflight.Slot{}, err
 }

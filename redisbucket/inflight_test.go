@@ -1,6 +1,7 @@
 package redisbucket_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -166,5 +167,37 @@ func TestInflightBadConfig(t *testing.T) {
 	}
 	if _, err := s.Inflight("in:", 0, time.Minute); !errors.Is(err, keyrate.ErrInvalidLimit) {
 		t.Errorf("limit 0: %v, want ErrInvalidLimit", err)
+	}
+}
+
+// TestInflightReserved: with 1 of 2 slots reserved fleet-wide, an
+// ordinary acquire stops at 1 and one whose context is marked critical
+// takes the second; a reserve outside [0, n) is an error.
+func TestInflightReserved(t *testing.T) {
+	srv := server(t)
+	s := mustNew(t, newClient(t, srv.Addr()), keyrate.PerSecond(1), redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout))
+	l, err := s.Inflight("inflight-"+uniquePrefix(t), 2, time.Minute, inflight.WithReserved(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crit := inflight.Critical(context.Background())
+	a, err := l.TryAcquire("k")
+	if err != nil || !a.Acquired() {
+		t.Fatalf("ordinary 1: %v, %v", a.Acquired(), err)
+	}
+	if b, err := l.TryAcquire("k"); err != nil || b.Acquired() {
+		t.Fatalf("ordinary 2 (the reserve): %v, %v; want refused", b.Acquired(), err)
+	}
+	c, err := l.TryAcquireContext(crit, "k")
+	if err != nil || !c.Acquired() {
+		t.Fatalf("critical 2: %v, %v; want the reserved slot", c.Acquired(), err)
+	}
+	if d, _ := l.TryAcquireContext(crit, "k"); d.Acquired() {
+		t.Fatal("critical 3: a slot past the limit")
+	}
+	a.Release()
+	c.Release()
+	if _, err := s.Inflight("inflight-"+uniquePrefix(t), 2, time.Minute, inflight.WithReserved(2)); !errors.Is(err, keyrate.ErrInvalidOption) {
+		t.Errorf("WithReserved(2) of 2: %v, want ErrInvalidOption", err)
 	}
 }
