@@ -57,6 +57,9 @@ type Store struct {
 	hookLoaded func(key string)
 	// hookWait, when set by a test, runs when Acquire is about to sleep.
 	hookWait func(key string)
+	// hookRefused, when set by a test, runs when Acquire has been refused
+	// and has not yet registered as a waiter.
+	hookRefused func(key string)
 }
 
 // keyState is one key's count of slots held, and its waiters.

@@ -252,3 +252,27 @@ func TestAcquireBadInput(t *testing.T) {
 	}
 	sl.Release()
 }
+
+// TestAcquireReleaseBeforeWait: a release between Acquire's refusal and
+// its registering as a waiter (the hook) wakes no one, since no one waits
+// yet; Acquire must see the free slot when it tries again after
+// registering, not sleep. If it sleeps, the test cancels it and fails.
+func TestAcquireReleaseBeforeWait(t *testing.T) {
+	s := mustNew(t, 1)
+	held, _ := s.TryAcquire("k")
+	s.SetHookRefused(func(string) {
+		s.SetHookRefused(nil)
+		held.Release()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.SetHookWait(func(string) {
+		t.Error("Acquire went to sleep with a slot free: the release before it registered was lost")
+		cancel()
+	})
+	sl, err := s.Acquire(ctx, "k")
+	if err != nil || !sl.Acquired() {
+		t.Fatalf("Acquire = %v, %v; want the slot released before it waited", sl.Acquired(), err)
+	}
+	sl.Release()
+}

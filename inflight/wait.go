@@ -28,6 +28,9 @@ func (s *Store) Acquire(ctx context.Context, key string) (Slot, error) {
 		if err != nil || slot.Acquired() {
 			return slot, err
 		}
+		if s.hookRefused != nil {
+			s.hookRefused(key)
+		}
 		st, ok := s.keys.Load(key)
 		if !ok {
 			continue // swept since: try again
