@@ -220,3 +220,28 @@ func TestInflightMisuse(t *testing.T) {
 	_, err = grpclimit.New(nil, grpclimit.WithInflight(nilStore))
 	assert.ErrorIs(t, err, keyrate.ErrInvalidOption)
 }
+
+// TestInflightCostPanicReleases: a cost function that panics, after the
+// call took its slot and before the handler runs, gives the slot back.
+func TestInflightCostPanicReleases(t *testing.T) {
+	store, _ := newStore(t, keyrate.PerMinute(100))
+	caps := newCap(t, 1)
+	boom := true
+	in, err := grpclimit.New(store, grpclimit.ByMethod(), grpclimit.WithInflight(caps),
+		grpclimit.WithCost(func(context.Context, string) int {
+			if boom {
+				panic("cost")
+			}
+			return 1
+		}))
+	require.NoError(t, err)
+	info := &grpc.UnaryServerInfo{FullMethod: checkMethod}
+	ok := func(context.Context, any) (any, error) { return "ok", nil }
+	func() {
+		defer func() { assert.NotNil(t, recover(), "the cost function's panic") }()
+		in.Unary(context.Background(), nil, info, ok)
+	}()
+	boom = false
+	_, err = in.Unary(context.Background(), nil, info, ok)
+	assert.NoError(t, err, "the call whose cost function panicked kept its slot")
+}

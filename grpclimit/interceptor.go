@@ -182,12 +182,33 @@ func (in *Interceptor) allow(ctx context.Context, method string) (slot inflight.
 	if in.limiter == nil {
 		return slot, keyrate.Decision{Allowed: true}, nil // a WithInflight cap alone
 	}
+	if in.inflight != nil {
+		// A cost or tier function, or the limiter, that panics gives the
+		// slot back: the caller's defer is not in place yet.
+		panicked := true
+		defer func() {
+			if panicked {
+				slot.Release()
+			}
+		}()
+		d, err := in.rate(ctx, method, key)
+		panicked = false
+		return slot, d, err
+	}
+	d, err := in.rate(ctx, method, key)
+	return slot, d, err
+}
+
+// rate costs and decides the call of key by the rate limiter; an error
+// is the status error the call ends with.
+func (in *Interceptor) rate(ctx context.Context, method, key string) (keyrate.Decision, error) {
 	cost := 1
 	if in.cost != nil {
 		cost = in.cost(ctx, method)
 	}
 	var (
 		d       keyrate.Decision
+		err     error
 		tier    keyrate.Tier
 		useTier bool
 	)
@@ -218,11 +239,11 @@ func (in *Interceptor) allow(ctx context.Context, method string) (slot inflight.
 	if err != nil {
 		if errors.Is(err, keyrate.ErrInvalidCost) || errors.Is(err, keyrate.ErrCostExceedsBurst) ||
 			errors.Is(err, keyrate.ErrInvalidKey) || errors.Is(err, keyrate.ErrUnknownPolicy) {
-			return slot, keyrate.Decision{}, status.Error(codes.Internal, "grpclimit: the call could not be rate-limited")
+			return keyrate.Decision{}, status.Error(codes.Internal, "grpclimit: the call could not be rate-limited")
 		}
-		return slot, keyrate.Decision{}, status.Error(codes.Unavailable, "grpclimit: the rate limiter is unavailable")
+		return keyrate.Decision{}, status.Error(codes.Unavailable, "grpclimit: the rate limiter is unavailable")
 	}
-	return slot, d, nil
+	return d, nil
 }
 
 // denied returns the status error of a call to method that d denied:

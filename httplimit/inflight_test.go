@@ -290,3 +290,39 @@ func TestInflightCritical(t *testing.T) {
 		t.Errorf("critical request: %d, want 200 (the reserved slot)", rec.Code)
 	}
 }
+
+// TestInflightCostPanicReleases: a cost function that panics, after the
+// request took its slot, gives the slot back.
+func TestInflightCostPanicReleases(t *testing.T) {
+	lim, err := atomicbucket.New(keyrate.PerMinute(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	caps := newStore(t, 1)
+	mw, err := New(lim, WithInflight(caps), WithCost(func(r *http.Request) int {
+		if r.Header.Get("X-Boom") != "" {
+			panic("cost")
+		}
+		return 1
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the cost function's panic did not reach the server")
+			}
+		}()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Boom", "1")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 {
+		t.Errorf("after a panicking cost function: %d, want 200 (it kept its slot)", rec.Code)
+	}
+}
