@@ -30,10 +30,12 @@
 // Each key has a count of slots held, one atomic word in an xsync map; an
 // acquire increments it by compare-and-swap while it is below N, a release
 // decrements it. Neither takes a lock or allocates for a known key: the
-// handle a Slot points to (its holder) comes from a per-store pool and
-// carries a generation that a release advances by compare-and-swap, which
-// is what makes the second release of a slot, or a release of a copy after
-// the holder was reused by another acquire, do nothing.
+// handle a Slot points to (its holder) comes from the key's cache of one
+// (the holder its last release gave back) or else a per-store sync.Pool,
+// and carries a generation that a release advances by compare-and-swap,
+// which is what makes the second release of a slot, or a release of a
+// copy after the holder was reused by another acquire, do nothing. A key
+// with traffic keeps one idle holder (24 bytes) until it is swept.
 //
 // Idle keys (none held) are swept when the map has doubled since the last
 // sweep, by the acquire that adds a key: the cost is amortised over new

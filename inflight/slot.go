@@ -45,7 +45,8 @@ func (s Slot) Release() {
 // holder is what an in-process Slot points to: the key's state it holds a
 // slot of, under a generation. A release advances gen from the slot's
 // generation by compare-and-swap, so only one release of an acquisition
-// succeeds; the holder then goes back to its store's pool, and its next
+// succeeds; the holder then goes back to its key's cache (keyState.free)
+// or its store's pool, and its next
 // acquisition, under the advanced generation, cannot be released by a
 // Slot of an earlier one.
 type holder struct {
@@ -61,6 +62,8 @@ func (h *holder) ReleaseSlot(gen uint64) {
 	}
 	st, s := h.state, h.store
 	h.state = nil
-	s.pool.Put(h)
+	if !st.free.CompareAndSwap(nil, h) {
+		s.pool.Put(h)
+	}
 	st.release()
 }

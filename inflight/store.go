@@ -66,8 +66,12 @@ type Store struct {
 type keyState struct {
 	n       atomic.Int64 // slots held, or dead
 	waiters atomic.Int64 // Acquire calls asleep or about to sleep on wake
-	mu      sync.Mutex   // guards wake
-	wake    chan struct{}
+	// free caches one holder for the key's next acquire, the last one
+	// released there: a swap instead of the pool's Get and Put on a key
+	// that is acquired again and again.
+	free atomic.Pointer[holder]
+	mu   sync.Mutex // guards wake
+	wake chan struct{}
 }
 
 var _ Limiter = (*Store)(nil)
@@ -129,7 +133,10 @@ func (s *Store) tryAcquire(key string, limit int64) (Slot, error) {
 	if !ok {
 		return Slot{}, nil
 	}
-	h := s.pool.Get().(*holder)
+	h := st.free.Swap(nil)
+	if h == nil {
+		h = s.pool.Get().(*holder)
+	}
 	h.state = st
 	return Slot{r: h, gen: h.gen.Load()}, nil
 }
