@@ -326,3 +326,52 @@ func TestInflightCostPanicReleases(t *testing.T) {
 		t.Errorf("after a panicking cost function: %d, want 200 (it kept its slot)", rec.Code)
 	}
 }
+
+// TestInflightServerBarrier: g clients started together against a real
+// server, each request held by the handler until every one has been
+// answered or has arrived: exactly n arrive and g-n get 429, never more
+// than n in the handler.
+func TestInflightServerBarrier(t *testing.T) {
+	const n, g = 3, 16
+	gt := newGate()
+	gt.arrived = make(chan struct{}, g)
+	mw, err := New(nil, WithInflight(newStore(t, n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, client := startServer(t, mw(gt), g)
+	refused := make(chan struct{}, g)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start.Wait()
+			code, _, _ := get(t, client, url+"/hold")
+			switch code {
+			case 429:
+				refused <- struct{}{}
+			case 200:
+			default:
+				t.Errorf("status %d", code)
+				refused <- struct{}{}
+			}
+		}()
+	}
+	start.Done()
+	arrived, nrefused := 0, 0
+	for arrived+nrefused < g {
+		select {
+		case <-gt.arrived:
+			arrived++
+		case <-refused:
+			nrefused++
+		}
+	}
+	close(gt.release)
+	wg.Wait()
+	if arrived != n {
+		t.Errorf("%d requests reached the handler at once, %d refused; want %d and %d", arrived, nrefused, n, g-n)
+	}
+}
