@@ -48,4 +48,13 @@ type Event struct {
 	// Shadow reports that the decision was made in shadow mode (httplimit
 	// and grpclimit's WithShadow): a denial was counted but not enforced.
 	Shadow bool
+	// Inflight reports a decision of a concurrency limit (httplimit and
+	// grpclimit's WithInflight), not of a rate: Allowed tells whether a
+	// slot of the key was free. Its Policy is InflightPolicy and its Cost
+	// 1, so that metrics by policy count it apart from the rates.
+	Inflight bool
 }
+
+// InflightPolicy, "inflight", is the Policy of an Event with Inflight
+// set: a concurrency limit's decision.
+const InflightPolicy = "inflight"

@@ -36,6 +36,16 @@
 // AllowTierContext) is called with the call's context, so that a store
 // call ends when its RPC does.
 //
+// # Calls in flight
+//
+// WithInflight caps the calls each key has running at once (an
+// inflight.Limiter, in process or redisbucket's for a fleet), beside the
+// rate limit or alone (New's limiter nil): a unary call holds a slot while
+// its handler runs, a stream while its handler runs, which ends when the
+// stream is cancelled. A call over the cap ends with ResourceExhausted
+// and a message saying "too many calls in flight"; the observer's events
+// for the cap have keyrate.Event.Inflight set.
+//
 // # Shadow mode
 //
 // WithShadow rolls a new limit out safely: every call is decided as usual,

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/inflight"
 	"github.com/keyrate/keyrate/internal/clientkey"
 	"github.com/keyrate/keyrate/internal/isnil"
 )
@@ -31,6 +32,8 @@ type Interceptor struct {
 	ctxLimiter  contextLimiter
 	ctxPolicies contextPolicies
 	config
+	// made is set by New.
+	made bool
 }
 
 // contextLimiter is a limiter whose AllowN can take a context.
@@ -48,15 +51,15 @@ type contextPolicies interface {
 // call to limiter.AllowN, or to AllowTier when WithTier names the call's
 // policy. See the package documentation for the status of a refused call.
 //
+// With WithInflight, calls are also capped in flight per key; limiter may
+// then be nil, for the cap alone.
+//
 // New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil
-// or holds a nil pointer of a limiter type, such as
+// without WithInflight, or holds a nil pointer of a limiter type, such as
 // (*atomicbucket.Store)(nil); if WithTier is given with a limiter that is
 // not a keyrate.PolicyLimiter; or if an option is invalid.
 func New(limiter keyrate.Limiter, opts ...Option) (*Interceptor, error) {
-	if limiter == nil {
-		return nil, fmt.Errorf("%w: grpclimit.New: the limiter is nil", keyrate.ErrInvalidOption)
-	}
-	if isnil.Is(limiter) {
+	if limiter != nil && isnil.Is(limiter) {
 		return nil, fmt.Errorf("%w: grpclimit.New: the limiter is a nil %T", keyrate.ErrInvalidOption, limiter)
 	}
 	c := config{key: peerKey, noKeyCode: codes.InvalidArgument}
@@ -68,10 +71,16 @@ func New(limiter keyrate.Limiter, opts ...Option) (*Interceptor, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	in := &Interceptor{limiter: limiter, config: c}
+	if limiter == nil && c.inflight == nil {
+		return nil, fmt.Errorf("%w: grpclimit.New: the limiter is nil, and no WithInflight cap is given", keyrate.ErrInvalidOption)
+	}
+	in := &Interceptor{limiter: limiter, config: c, made: true}
 	in.policies, _ = limiter.(keyrate.PolicyLimiter)
 	if c.tier != nil && in.policies == nil {
 		return nil, fmt.Errorf("%w: grpclimit.WithTier needs a keyrate.PolicyLimiter, and %T is not one", keyrate.ErrInvalidOption, limiter)
+	}
+	if c.keys != nil && c.inflight != nil {
+		return nil, fmt.Errorf("%w: grpclimit.ByKeys does not take WithInflight (chain an interceptor of New(nil, WithInflight(l)) before it)", keyrate.ErrInvalidOption)
 	}
 	if c.keys != nil && in.policies == nil {
 		return nil, fmt.Errorf("%w: grpclimit.ByKeys needs a keyrate.PolicyLimiter, and %T is not one", keyrate.ErrInvalidOption, limiter)
@@ -94,15 +103,17 @@ func (in *Interceptor) Unary(ctx context.Context, req any, info *grpc.UnaryServe
 	if info == nil || handler == nil {
 		return nil, status.Error(codes.Internal, "grpclimit: Unary called without its UnaryServerInfo or handler")
 	}
-	if in == nil || in.limiter == nil {
+	if in == nil || !in.made {
 		return nil, errNotFromNew
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := in.decide(ctx, info.FullMethod); err != nil {
+	slot, err := in.decide(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
 	}
+	defer slot.Release()
 	return handler(ctx, req)
 }
 
@@ -115,44 +126,50 @@ func (in *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if ss == nil || info == nil || handler == nil {
 		return status.Error(codes.Internal, "grpclimit: Stream called without its ServerStream, StreamServerInfo or handler")
 	}
-	if in == nil || in.limiter == nil {
+	if in == nil || !in.made {
 		return errNotFromNew
 	}
 	ctx := ss.Context()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := in.decide(ctx, info.FullMethod); err != nil {
+	slot, err := in.decide(ctx, info.FullMethod)
+	if err != nil {
 		return err
 	}
+	defer slot.Release()
 	return handler(srv, ss)
 }
 
-// decide returns nil if the call to method may proceed, and otherwise the
-// status error to end it with. In shadow mode it reports that error and
-// returns nil.
-func (in *Interceptor) decide(ctx context.Context, method string) error {
-	d, err := in.allow(ctx, method)
+// decide returns nil if the call to method may proceed, with the slot of
+// WithInflight's cap it holds (the zero Slot without one), and otherwise
+// the status error to end it with. In shadow mode it reports that error
+// and returns nil.
+func (in *Interceptor) decide(ctx context.Context, method string) (inflight.Slot, error) {
+	slot, d, err := in.allow(ctx, method)
 	if err == nil && d.Allowed {
-		return nil
+		return slot, nil
 	}
 	if in.shadow {
 		if in.onShadow != nil {
 			in.onShadow(ctx, method, d, err) // err is nil for a denial
 		}
-		return nil
+		return slot, nil
 	}
+	slot.Release()
 	if err == nil {
 		err = denied(method, d)
 	}
-	return err
+	return inflight.Slot{}, err
 }
 
-// allow keys, costs and decides the call; an error is the status error
-// the call ends with.
-func (in *Interceptor) allow(ctx context.Context, method string) (keyrate.Decision, error) {
+// allow keys, costs and decides the call, taking a slot of the in-flight
+// cap first if there is one; an error is the status error the call ends
+// with, and the slot, if any, is the caller's to release.
+func (in *Interceptor) allow(ctx context.Context, method string) (slot inflight.Slot, _ keyrate.Decision, _ error) {
 	if in.keys != nil {
-		return in.allowKeys(ctx, method) // ByKeys (multikey.go)
+		d, err := in.allowKeys(ctx, method) // ByKeys (multikey.go)
+		return slot, d, err
 	}
 	key, err := in.key(ctx, method)
 	if err == nil && key == "" {
@@ -163,16 +180,45 @@ func (in *Interceptor) allow(ctx context.Context, method string) (keyrate.Decisi
 			in.observe(key, keyrate.DefaultPolicy, 0, false, clientkey.Failed(err))
 		}
 		if errors.Is(err, ErrNoKey) {
-			return keyrate.Decision{}, status.Error(in.noKeyCode, err.Error())
+			return slot, keyrate.Decision{}, status.Error(in.noKeyCode, err.Error())
 		}
-		return keyrate.Decision{}, status.Error(codes.Internal, "grpclimit: the call could not be keyed")
+		return slot, keyrate.Decision{}, status.Error(codes.Internal, "grpclimit: the call could not be keyed")
 	}
+	if in.inflight != nil {
+		if slot, err = in.acquireSlot(ctx, method, key); err != nil {
+			return slot, keyrate.Decision{}, err
+		}
+	}
+	if in.limiter == nil {
+		return slot, keyrate.Decision{Allowed: true}, nil // a WithInflight cap alone
+	}
+	if in.inflight != nil {
+		// A cost or tier function, or the limiter, that panics gives the
+		// slot back: the caller's defer is not in place yet.
+		panicked := true
+		defer func() {
+			if panicked {
+				slot.Release()
+			}
+		}()
+		d, err := in.rate(ctx, method, key)
+		panicked = false
+		return slot, d, err
+	}
+	d, err := in.rate(ctx, method, key)
+	return slot, d, err
+}
+
+// rate costs and decides the call of key by the rate limiter; an error
+// is the status error the call ends with.
+func (in *Interceptor) rate(ctx context.Context, method, key string) (keyrate.Decision, error) {
 	cost := 1
 	if in.cost != nil {
 		cost = in.cost(ctx, method)
 	}
 	var (
 		d       keyrate.Decision
+		err     error
 		tier    keyrate.Tier
 		useTier bool
 	)

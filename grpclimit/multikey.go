@@ -33,7 +33,9 @@ type KeysFunc func(ctx context.Context, fullMethod string, keys []keyrate.KeyCos
 // Given ByKeys, the interceptor leaves the key and tier options unused;
 // it needs a keyrate.PolicyLimiter. A key list AllowAll rejects (more
 // than keyrate.MaxKeys keys, a key twice) ends the call with
-// codes.Internal. A nil f makes New fail.
+// codes.Internal. A nil f makes New fail, as does WithInflight beside it:
+// cap calls in flight with an interceptor of its own, New(nil,
+// WithInflight(l)), chained before this one.
 func ByKeys(f KeysFunc) Option {
 	return func(c *config) {
 		if f == nil {

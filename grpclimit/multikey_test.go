@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,6 +17,7 @@ import (
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/grpclimit"
+	"github.com/keyrate/keyrate/inflight"
 )
 
 // userAndOrg keys a call by its x-user and x-org metadata, under the
@@ -133,3 +136,25 @@ func TestByKeys(t *testing.T) {
 
 // plain is a keyrate.Limiter that is not a PolicyLimiter.
 type plain struct{ keyrate.Limiter }
+
+// TestByKeysRefusesInflight checks that New refuses ByKeys beside
+// WithInflight, which the interceptor would otherwise skip (ByKeys
+// decides before the cap is taken): a cap given and silently not
+// enforced.
+func TestByKeysRefusesInflight(t *testing.T) {
+	store, err := atomicbucket.New(keyrate.Limit{Rate: 10, Per: time.Second, Burst: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := inflight.New(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(_ context.Context, _ string, k []keyrate.KeyCost) ([]keyrate.KeyCost, error) {
+		return append(k, keyrate.KeyCost{Key: "u"}), nil
+	}
+	_, err = grpclimit.New(store, grpclimit.ByKeys(keys), grpclimit.WithInflight(slots))
+	if !errors.Is(err, keyrate.ErrInvalidOption) || !strings.Contains(err.Error(), "WithInflight") {
+		t.Fatalf("New(ByKeys, WithInflight) = %v, want an error wrapping keyrate.ErrInvalidOption naming WithInflight", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/inflight"
 )
 
 // Option configures the interceptors that New builds. Options apply in
@@ -26,7 +27,9 @@ type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 // interceptor would have refused it: d is the limiter's decision for a
 // denied call (d.Allowed is false), and err is nil; for a call that could
 // not be decided, err says why (its status code is the one the call would
-// have ended with) and d is the zero Decision.
+// have ended with) and d is the zero Decision; for a call over
+// WithInflight's cap, err wraps ErrTooManyInFlight and d is the zero
+// Decision.
 type ShadowFunc func(ctx context.Context, fullMethod string, d keyrate.Decision, err error)
 
 // config is what the options resolve to.
@@ -39,6 +42,7 @@ type config struct {
 	onShadow  ShadowFunc
 	observer  keyrate.Observer // WithObserver's; nil for none
 	keys      KeysFunc         // ByKeys's (multikey.go); nil for none
+	inflight  inflight.Limiter // WithInflight's; nil for none
 	err       error            // the first option that did not apply
 }
 

@@ -122,6 +122,19 @@
 // but no Retry-After. The buckets are what they would be without shadow
 // mode: allowed requests spend, denied ones do not.
 //
+// # Requests in flight
+//
+// A rate bounds how often a client starts requests, not how many it has
+// running. WithInflight caps those too, per key, with an inflight.Limiter
+// (in process, or redisbucket's for a fleet): a request takes a slot of
+// its key before the rate is decided and gives it back when the handler
+// returns or panics. A request over the cap gets 429 with Retry-After: 1
+// and a body that says "too many requests in flight", and no RateLimit
+// fields (see WithInflightDeniedHandler). New's limiter may be nil for the
+// cap alone. Shadow mode lets such a request through and reports
+// ErrTooManyInFlight; the observer's events for the cap have
+// keyrate.Event.Inflight set and the policy keyrate.InflightPolicy.
+//
 // # Client addresses behind proxies
 //
 // ByIP keys by the connection's remote address. Forwarding headers are read

@@ -31,25 +31,26 @@ import (
 // WithLegacyHeaders or WithShadow) to what the limiter itself costs; a tier
 // option adds none for a tier the limiter has, and WithRefunds adds three.
 //
-// New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil,
-// or holds a nil pointer (or other nil value) of a limiter type, such as
+// With WithInflight, requests are also capped in flight per key; limiter
+// may then be nil, for the cap alone.
+//
+// New returns an error wrapping keyrate.ErrInvalidOption if limiter is nil
+// without WithInflight, or holds a nil pointer (or other nil value) of a limiter type, such as
 // (*atomicbucket.Store)(nil), whose methods would panic on every request;
 // if a tier option or WithRefunds is given with a limiter that is not a
 // keyrate.PolicyLimiter; or if an option is invalid.
 func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
-	if limiter == nil {
-		return nil, fmt.Errorf("%w: httplimit.New: the limiter is nil", keyrate.ErrInvalidOption)
-	}
-	if isnil.Is(limiter) {
+	if limiter != nil && isnil.Is(limiter) {
 		return nil, fmt.Errorf("%w: httplimit.New: the limiter is a nil %T", keyrate.ErrInvalidOption, limiter)
 	}
 	c := config{
-		key:          (&ipKey{header: "X-Forwarded-For", v6bits: DefaultIPv6Prefix}).key,
-		denied:       DefaultDenied,
-		onError:      DefaultError,
-		onNoKey:      DefaultNoKey,
-		onStoreError: DefaultStoreError,
-		policyName:   keyrate.DefaultPolicy,
+		key:            (&ipKey{header: "X-Forwarded-For", v6bits: DefaultIPv6Prefix}).key,
+		denied:         DefaultDenied,
+		onError:        DefaultError,
+		onNoKey:        DefaultNoKey,
+		onStoreError:   DefaultStoreError,
+		policyName:     keyrate.DefaultPolicy,
+		inflightDenied: DefaultInflightDenied,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -59,7 +60,13 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 	if c.err != nil {
 		return nil, c.err
 	}
+	if limiter == nil && c.inflight == nil {
+		return nil, fmt.Errorf("%w: httplimit.New: the limiter is nil, and no WithInflight cap is given", keyrate.ErrInvalidOption)
+	}
 	pl, _ := limiter.(keyrate.PolicyLimiter)
+	if c.keysOption != "" && c.inflight != nil {
+		return nil, fmt.Errorf("%w: httplimit.ByKeys does not take WithInflight (wrap the handler in New(nil, WithInflight(l)) as well)", keyrate.ErrInvalidOption)
+	}
 	if c.keysOption != "" && c.refundOption != "" {
 		return nil, fmt.Errorf("%w: httplimit.ByKeys does not take WithRefunds", keyrate.ErrInvalidOption)
 	}
@@ -146,6 +153,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			m.onError(w, r, err)
 		}
+		return
+	}
+	if m.inflight != nil {
+		slot, ok := m.acquireSlot(w, r, key)
+		if !ok {
+			return
+		}
+		defer slot.Release()
+	}
+	if m.limiter == nil {
+		m.next.ServeHTTP(w, r) // a WithInflight cap alone: no rate to decide
 		return
 	}
 	cost := 1

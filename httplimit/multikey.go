@@ -32,9 +32,11 @@ type KeysFunc func(r *http.Request, keys []keyrate.KeyCost) ([]keyrate.KeyCost, 
 //
 // Given ByKeys, the middleware leaves the key and tier options (ByIP,
 // ByHeader, ByFunc, WithTier, ...) unused. It needs a
-// keyrate.PolicyLimiter, and New refuses it beside WithRefunds. A key list AllowAll rejects (more
-// than keyrate.MaxKeys keys, a key twice) goes to the error handler. A
-// nil f is an error from New.
+// keyrate.PolicyLimiter, and New refuses it beside WithRefunds or
+// WithInflight (cap requests in flight with a middleware of its own,
+// New(nil, WithInflight(l)), around this one). A key list AllowAll
+// rejects (more than keyrate.MaxKeys keys, a key twice) goes to the error
+// handler. A nil f is an error from New.
 func ByKeys(f KeysFunc) Option {
 	return func(c *config) {
 		if f == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/inflight"
 )
 
 // byKeysStore is a store with a user tier (1 an hour) and an
@@ -45,7 +46,7 @@ func userAndOrg(user, org keyrate.Tier) KeysFunc {
 	}
 }
 
-func get(h http.Handler, user string) *httptest.ResponseRecorder {
+func keysGet(h http.Handler, user string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-User", user)
 	rec := httptest.NewRecorder()
@@ -73,7 +74,7 @@ func TestByKeysAllOrNothing(t *testing.T) {
 		{"carol", 429, "acme", "org", false},       // the organisation's
 		{"secret-user", 429, "acme", "org", false}, // not charged to carol's neighbour either
 	} {
-		rec := get(h, c.user)
+		rec := keysGet(h, c.user)
 		e := events[len(events)-1]
 		if rec.Code != c.code || e.Key != c.denier || e.Policy != c.policy || e.Allowed != c.allowed {
 			t.Fatalf("request %d (%s): %d, event %+v; want %d, event naming %s under %s", i, c.user, rec.Code, e, c.code, c.denier, c.policy)
@@ -124,7 +125,7 @@ func TestByKeysErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lim, h, _, org := byKeysStore(t, c.keys)
-			if rec := get(h, "alice"); rec.Code != c.code {
+			if rec := keysGet(h, "alice"); rec.Code != c.code {
 				t.Fatalf("status %d, want %d", rec.Code, c.code)
 			}
 			if d, _ := lim.PeekTier("acme", org); d.Remaining != 2 {
@@ -214,7 +215,7 @@ func TestByKeysConcurrent(t *testing.T) {
 			ready.Done()
 			<-start
 			for range each {
-				switch code := get(h, fmt.Sprint("user-", u)).Code; code {
+				switch code := keysGet(h, fmt.Sprint("user-", u)).Code; code {
 				case 200:
 					passed[u].Add(1)
 				case 429:
@@ -237,5 +238,26 @@ func TestByKeysConcurrent(t *testing.T) {
 	}
 	if total > 20 || total == 0 {
 		t.Errorf("%d passed in all; the organisation's Burst is 20", total)
+	}
+}
+
+// TestByKeysRefusesInflight checks that New refuses ByKeys beside
+// WithInflight, which ServeHTTP would otherwise skip (ByKeys decides
+// before the cap is taken): a cap given and silently not enforced.
+func TestByKeysRefusesInflight(t *testing.T) {
+	store, err := atomicbucket.New(keyrate.Limit{Rate: 10, Per: time.Second, Burst: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, err := inflight.New(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func(r *http.Request, k []keyrate.KeyCost) ([]keyrate.KeyCost, error) {
+		return append(k, keyrate.KeyCost{Key: "u"}), nil
+	}
+	_, err = New(store, ByKeys(keys), WithInflight(slots))
+	if !errors.Is(err, keyrate.ErrInvalidOption) || !strings.Contains(err.Error(), "WithInflight") {
+		t.Fatalf("New(ByKeys, WithInflight) = %v, want an error wrapping keyrate.ErrInvalidOption naming WithInflight", err)
 	}
 }

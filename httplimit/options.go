@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/inflight"
 )
 
 // Option configures the middleware that New builds. Options apply in order;
@@ -45,7 +46,11 @@ type config struct {
 	// keys is ByKeys's function (multikey.go), keysOption "ByKeys" if set.
 	keys       KeysFunc
 	keysOption string
-	err        error // the first option that did not apply
+	// inflight is WithInflight's limit, nil for none; inflightDenied
+	// answers the requests it refuses.
+	inflight       inflight.Limiter
+	inflightDenied InflightDeniedFunc
+	err            error // the first option that did not apply
 }
 
 // fail records the first option error.

@@ -11,7 +11,8 @@ import (
 // denied request (d.Allowed is false) and err is nil; for a request that
 // could not be decided (no key, a failing key function, a cost or key the
 // limiter rejects, a store error), err says why and d is the zero
-// Decision. It is called on the request's goroutine, before the wrapped
+// Decision; for a request over WithInflight's cap, err wraps
+// ErrTooManyInFlight and d is the zero Decision. It is called on the request's goroutine, before the wrapped
 // handler.
 type ShadowFunc func(r *http.Request, d keyrate.Decision, err error)
 

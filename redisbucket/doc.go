@@ -218,6 +218,17 @@
 // Rate·T/Per; the price, a smaller burst and the tokens leases hold, is
 // stated in WithLeases.
 //
+// # Requests in flight
+//
+// Store.Inflight returns an InflightStore, a fleet-wide concurrency limit
+// (an inflight.Limiter, which httplimit and grpclimit take): at most N
+// slots held per key across every process, each an entry of the key's
+// sorted set that one script adds (after dropping the entries whose lease
+// ended) and one ZREM removes. A holder that dies without releasing frees
+// its slot when its lease ends: the lease is the bound on over-holding,
+// and should exceed the longest request. It shares the Store's client,
+// timeout, breaker and failure policy.
+//
 // # Pipelining
 //
 // WithPipelining (opt-in) sends the calls that arrive while a few others

@@ -608,19 +608,31 @@ func windowed(rs *rules.Rules) bool {
 // run sends one EVALSHA of the script (EVAL if the server lacks it) for
 // the Redis key rkey under p, bounded by parent and the store's timeout,
 // and returns its reply; or, sending nothing, errRefused if the circuit
-// breaker of rkey's server is open. It counts the call in Stats.Calls and
-// its outcome in the breaker.
-func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
+// breaker of rkey's server is open (see roundTrip).
+func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) (res []int64, err error) {
+	err = s.roundTrip(parent, rkey, func(ctx context.Context) error {
+		res, err = s.send(parent, ctx, rkey, p, cost, mode)
+		return err
+	})
+	return res, err
+}
+
+// roundTrip makes one round trip to the server of the Redis key rkey:
+// send, given parent bounded by the store's timeout; or, sending nothing,
+// errRefused if the circuit breaker of rkey's server is open. It counts
+// the call in Stats.Calls and its outcome in the breaker. Every round
+// trip of a Store (its buckets', its InflightStores') goes through it.
+func (s *Store) roundTrip(parent context.Context, rkey string, send func(ctx context.Context) error) error {
 	ctx, cancel := s.deadlines.with(parent)
 	defer cancel()
 	if s.brk == nil {
 		s.calls.Add(1)
-		return s.send(parent, ctx, rkey, p, cost, mode)
+		return send(ctx)
 	}
 	b := s.brk.of(ctx, rkey)
 	probe, err := b.enter()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.calls.Add(1)
 	sent := false
@@ -629,7 +641,7 @@ func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode
 			b.exit(probe, gaveUp, nil)
 		}
 	}()
-	res, err := s.send(parent, ctx, rkey, p, cost, mode)
+	err = send(ctx)
 	sent = true
 	o := answered
 	if err != nil {
@@ -641,7 +653,7 @@ func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode
 	if change := b.exit(probe, o, err); change != nil && s.set.onError != nil {
 		s.set.onError(change)
 	}
-	return res, err
+	return err
 }
 
 // send is run's call, bounded by ctx, parent bounded by the timeout.

@@ -1,0 +1,21 @@
+package inflight
+
+// SetHookLoaded sets the function an acquire runs after loading a key's
+// state and before counting into it.
+func (s *Store) SetHookLoaded(f func(key string)) { s.hookLoaded = f }
+
+// SetHookWait sets the function Acquire runs when it is about to sleep.
+func (s *Store) SetHookWait(f func(key string)) { s.hookWait = f }
+
+// SetHookRefused sets the function Acquire runs once refused, before it
+// registers as a waiter.
+func (s *Store) SetHookRefused(f func(key string)) { s.hookRefused = f }
+
+// Held returns the slots key holds, -1 if the store does not track it.
+func (s *Store) Held(key string) int {
+	st, ok := s.keys.Load(key)
+	if !ok {
+		return -1
+	}
+	return int(st.n.Load())
+}
