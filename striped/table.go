@@ -271,7 +271,9 @@ func (sp *stripe) seekOne(key string, h uint64, rs *rules.Rules, cost int, wait 
 	r := rs.Rule(0) // after the lookup: fewer values kept across its call
 	now := r.Ticks(t)
 	var next rules.State
-	if found && first < sweep.Fresh {
+	if !found {
+		ver = 1 // odd: no count Version returns under the lock, so seekLocked looks again
+	} else if first < sweep.Fresh {
 		if rs.OneBucket() { // the token bucket's arithmetic, inlined
 			next, ok = r.ReserveBucket(first, now, cost, wait)
 		} else { // a window algorithm
@@ -281,14 +283,31 @@ func (sp *stripe) seekOne(key string, h uint64, rs *rules.Rules, cost int, wait 
 			return first, t, h, false, true
 		}
 	}
+	state, ok, hit = sp.seekLocked(key, h, rs, now, cost, wait, slot, ver, first, next, ok)
+	return state, t, h, ok, hit
+}
+
+// seekLocked is the rest of seekOne, for a call it did not deny without
+// the lock, at reading now in rs's ticks: it locks the stripe, uses slot
+// (the one Seek found) if the table's sequence count is still ver, else
+// finds key again under rs, and reuses next, the state decided before the
+// lock, if ok and the slot still holds first; else it decides on the
+// state the slot holds. It stores the state if it spent, counts the
+// stripe's seek count down, and returns the state after the call,
+// whether it spent, and whether key is held under rs. (A function of its
+// own, so that seekOne's deny keeps none of this path's values in its
+// frame.)
+func (sp *stripe) seekLocked(key string, h uint64, rs *rules.Rules, now uint64, cost int, wait uint64, slot flatmap.Hit, ver uint64, first, next rules.State, ok bool) (state rules.State, spent, hit bool) {
 	sp.mu.Lock()
-	if !found || sp.m.Version() != ver { // missed, or the table changed since: look again
+	if sp.m.Version() != ver { // missed, or the table changed since: look again
+		var found bool
 		if slot, found = sp.m.FindUnder(key, h, rs); !found {
 			sp.mu.Unlock()
-			return 0, t, h, false, false
+			return 0, false, false
 		}
 	}
 	if cur := slot.First(); !ok || cur != first { // not decided before the lock on this state
+		r := rs.Rule(0)
 		if rs.OneBucket() {
 			next, ok = r.ReserveBucket(cur, now, cost, wait)
 		} else {
@@ -300,7 +319,7 @@ func (sp *stripe) seekOne(key string, h uint64, rs *rules.Rules, cost int, wait 
 		sp.seek.Add(-1)
 	}
 	sp.mu.Unlock()
-	return next, t, h, ok, true
+	return next, ok, true
 }
 
 // refund gives cost tokens back to key under rs at reading now, carrying
