@@ -181,11 +181,12 @@ const seekCalls = 64
 // takeOne is the hot path of a spend, or of a reservation within wait
 // ticks (rules.Rule.WaitTicks of the maximum wait; 0 for a spend), of
 // cost tokens for key under rs, a policy of one window (rs.Len() == 1).
-// It hashes key (the 8- to 16-byte case inlined) and reads the clock.
-// Then, on a stripe that denied a call lately (its seek count is above
-// zero), it finds key's slot and state without a lock (seekOne): a state
-// that denies is the answer, and the call takes no lock and writes
-// nothing. On any other stripe it locks, finds key, applies the rule's
+// It hashes key (the 8- to 16-byte case inlined). On a stripe that
+// denied a call lately (its seek count is above zero) it hands the call
+// to seekOne, which reads the clock and finds key's slot and state
+// without a lock: a state that denies is the answer, and the call takes
+// no lock and writes nothing. On any other stripe it reads the clock,
+// locks, finds key under rs (flatmap.Map.FindUnder), applies the rule's
 // arithmetic (the token bucket's inlined) and stores the state if it
 // spent. It returns the state after the call, the reading t it was
 // decided at, key's hash h and whether it spent. For any other key it
@@ -197,34 +198,37 @@ const seekCalls = 64
 // instructions more than the locked one on one core, so a stripe takes it
 // only while it denies: the first deny of a key whose stripe has not
 // denied for seekCalls calls takes the lock once, and the calls after it
-// do not. Either path decides as the other would (see seekOne).
+// do not. Either path decides as the other would (see seekOne). The
+// choice is made before the clock is read, and seekOne returns takeOne's
+// results itself, so that the locked path keeps no value of the other
+// across the clock's call: its frame and spills are what they were before
+// the lookup without the lock existed.
 func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (state rules.State, t time.Duration, h uint64, ok, hit bool) {
 	h, short := s.seed.Short(key)
 	if !short {
 		h = s.seed.Hash(key)
 	}
-	t = rs.Now()
 	sp := s.tab.of(h)
 	if sp.seek.Load() > 0 {
-		state, ok, hit = sp.seekOne(key, short, h, rs, t, cost, wait)
-		return state, t, h, ok, hit
+		return sp.seekOne(key, h, rs, cost, wait)
 	}
 	r := rs.Rule(0)
+	t = rs.Now()
 	now := r.Ticks(t)
 	sp.mu.Lock()
-	i, found := sp.m.Find(key, h)
-	if !found || sp.m.Rules(i) != rs {
+	slot, found := sp.m.FindUnder(key, h, rs)
+	if !found {
 		sp.mu.Unlock()
 		return 0, t, h, false, false
 	}
 	var next rules.State
 	if rs.OneBucket() { // the token bucket's arithmetic, inlined
-		next, ok = r.ReserveBucket(sp.m.First(i), now, cost, wait)
+		next, ok = r.ReserveBucket(slot.First(), now, cost, wait)
 	} else { // a window algorithm
-		next, ok = r.Reserve(sp.m.First(i), now, cost, wait)
+		next, ok = r.Reserve(slot.First(), now, cost, wait)
 	}
 	if ok {
-		sp.m.SetFirst(i, next)
+		slot.SetFirst(next)
 	} else { // on a deny, next is the state it held, and nothing is written
 		sp.seek.Store(seekCalls)
 	}
@@ -233,8 +237,8 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 }
 
 // seekOne is takeOne's path on a stripe that denied lately, after the
-// hash and the clock reading t: it finds key's slot and state without the
-// lock (flatmap.Map.Seek), and a state that denies is the answer, with no
+// hash h, with takeOne's results: it reads the clock (t), then finds
+// key's slot and state without the lock (flatmap.Map.Seek), and a state that denies is the answer, with no
 // lock taken and nothing written. Otherwise it locks the stripe, uses the
 // slot Seek found as it is if the table's sequence count has not moved
 // (the key is still there, under the same policy) and the arithmetic done
@@ -251,14 +255,15 @@ func (s *Store) takeOne(key string, rs *rules.Rules, cost int, wait uint64) (sta
 // missing, under another policy, or in a sentinel state (sweep.Fresh and
 // up), and any reading that overlapped a change to the table, take the
 // lock.
-func (sp *stripe) seekOne(key string, short bool, h uint64, rs *rules.Rules, t time.Duration, cost int, wait uint64) (state rules.State, ok, hit bool) {
+func (sp *stripe) seekOne(key string, h uint64, rs *rules.Rules, cost int, wait uint64) (state rules.State, t time.Duration, _ uint64, ok, hit bool) {
+	t = rs.Now()
 	ver := sp.m.Version()
 	var (
 		slot  flatmap.Hit
 		first rules.State
 		found bool
 	)
-	if short {
+	if uint(len(key))-8 <= 8 { // Seed.Short's keys
 		slot, first, found = sp.m.Seek(key, h, rs, ver)
 	} else {
 		slot, first, found = sp.m.SeekLong(key, h, rs, ver)
@@ -266,26 +271,43 @@ func (sp *stripe) seekOne(key string, short bool, h uint64, rs *rules.Rules, t t
 	r := rs.Rule(0) // after the lookup: fewer values kept across its call
 	now := r.Ticks(t)
 	var next rules.State
-	if found && first < sweep.Fresh {
+	if !found {
+		ver = 1 // odd: no count Version returns under the lock, so seekLocked looks again
+	} else if first < sweep.Fresh {
 		if rs.OneBucket() { // the token bucket's arithmetic, inlined
 			next, ok = r.ReserveBucket(first, now, cost, wait)
 		} else { // a window algorithm
 			next, ok = r.Reserve(first, now, cost, wait)
 		}
 		if !ok { // denied by the state of one instant: no lock, no write
-			return first, false, true
+			return first, t, h, false, true
 		}
 	}
+	state, ok, hit = sp.seekLocked(key, h, rs, now, cost, wait, slot, ver, first, next, ok)
+	return state, t, h, ok, hit
+}
+
+// seekLocked is the rest of seekOne, for a call it did not deny without
+// the lock, at reading now in rs's ticks: it locks the stripe, uses slot
+// (the one Seek found) if the table's sequence count is still ver, else
+// finds key again under rs, and reuses next, the state decided before the
+// lock, if ok and the slot still holds first; else it decides on the
+// state the slot holds. It stores the state if it spent, counts the
+// stripe's seek count down, and returns the state after the call,
+// whether it spent, and whether key is held under rs. (A function of its
+// own, so that seekOne's deny keeps none of this path's values in its
+// frame.)
+func (sp *stripe) seekLocked(key string, h uint64, rs *rules.Rules, now uint64, cost int, wait uint64, slot flatmap.Hit, ver uint64, first, next rules.State, ok bool) (state rules.State, spent, hit bool) {
 	sp.mu.Lock()
-	if !found || sp.m.Version() != ver { // missed, or the table changed since: look again
-		i, found := sp.m.Find(key, h)
-		if !found || sp.m.Rules(i) != rs {
+	if sp.m.Version() != ver { // missed, or the table changed since: look again
+		var found bool
+		if slot, found = sp.m.FindUnder(key, h, rs); !found {
 			sp.mu.Unlock()
 			return 0, false, false
 		}
-		slot = sp.m.At(i)
 	}
 	if cur := slot.First(); !ok || cur != first { // not decided before the lock on this state
+		r := rs.Rule(0)
 		if rs.OneBucket() {
 			next, ok = r.ReserveBucket(cur, now, cost, wait)
 		} else {

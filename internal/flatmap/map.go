@@ -172,6 +172,22 @@ func tag(h uint64) uint64 { return h >> 32 & 0xff }
 
 // Find returns the slot of key, whose hash is h (for hashed keys, key is
 // ignored and h is the key), and reports whether m holds it.
+func (m *Map) Find(key string, h uint64) (int, bool) {
+	i, s := m.find(key, h, nil)
+	return i, s != nil
+}
+
+// FindUnder returns the slot of key, whose hash is h, as a Hit, and
+// reports whether m holds key under policy rs: Find and Rules in one
+// call, with no index for the caller to check against the slots again
+// (a hot path's lookup under the lock).
+func (m *Map) FindUnder(key string, h uint64, rs *rules.Rules) (Hit, bool) {
+	_, s := m.find(key, h, rs)
+	return Hit{s}, s != nil
+}
+
+// find returns the index of key's slot and a pointer to it, or nil if m
+// does not hold key (or, for a non-nil rs, holds it under another policy).
 //
 // A hashed key, or a key of 8 to 16 bytes, is compared with a record as
 // two 8-byte words, so that the probe loop makes no call (and keeps its
@@ -180,17 +196,17 @@ func tag(h uint64) uint64 { return h >> 32 & 0xff }
 // the probe's own (probe): equal is a candidate, whose record is
 // compared; below is a slot nearer its home than key would be, or an
 // empty one (0), where key would have been; above is another key, passed.
-func (m *Map) Find(key string, h uint64) (int, bool) {
+func (m *Map) find(key string, h uint64, rs *rules.Rules) (int, *slot) {
 	head, n, lo, hi := uint(0), uint(8), h, h // a hashed key's record is its hash
 	if !m.hashed {                            // a one-byte length, then the key
 		if len(key) < 8 || len(key) > 16 {
-			return m.findLong(key, h)
+			return m.findLong(key, h, rs)
 		}
 		head, n, lo, hi = 1, uint(len(key)), sword(key, 0), sword(key, len(key)-8)
 	}
 	slots, a := m.slots, m.arena
 	if len(slots) == 0 {
-		return 0, false
+		return 0, nil
 	}
 	i, p := uint(home(h, len(slots))), probe(h)
 	for d := p &^ 0xff; ; i = 0 { // d is p without the tag: the probe's distance plus one, <<8
@@ -200,21 +216,24 @@ func (m *Map) Find(key string, h uint64) (int, bool) {
 				off := uint(uint32(ref))
 				if off+head+n <= uint(len(a)) && (head == 0 || at(a, off) == byte(n)) &&
 					word(a, off+head) == lo && word(a, off+head+n-8) == hi {
-					return int(i), true
+					if rs != nil && m.rulesOf(ref) != rs {
+						return 0, nil
+					}
+					return int(i), &slots[i]
 				}
 			} else if top < d { // empty, or nearer its home than key would be
-				return 0, false
+				return 0, nil
 			}
 			p, d = p+1<<8, d+1<<8
 		}
 	}
 }
 
-// findLong is Find for a key of under 8 or over 16 bytes.
-func (m *Map) findLong(key string, h uint64) (int, bool) {
+// findLong is find for a key of under 8 or over 16 bytes.
+func (m *Map) findLong(key string, h uint64, rs *rules.Rules) (int, *slot) {
 	slots := m.slots
 	if len(slots) == 0 {
-		return 0, false
+		return 0, nil
 	}
 	i, p := uint(home(h, len(slots))), probe(h)
 	for {
@@ -222,10 +241,13 @@ func (m *Map) findLong(key string, h uint64) (int, bool) {
 			ref := slots[i].ref
 			if top := ref >> topShift; top == p {
 				if m.equal(uint32(ref), key) {
-					return int(i), true
+					if rs != nil && m.rulesOf(ref) != rs {
+						return 0, nil
+					}
+					return int(i), &slots[i]
 				}
 			} else if top < p&^0xff {
-				return 0, false
+				return 0, nil
 			}
 			p += 1 << 8
 		}

@@ -118,9 +118,17 @@ func (c *checker) check(absent ...string) {
 			c.tb.Fatalf("Seek(%q) at count %d = slot %v, state %d, %v; want slot %d, state %d, true (an even count)",
 				key, ver, j, first, ok, i, m.First(i))
 		}
+		// FindUnder is Find and Rules in one: the same slot under the
+		// key's policy, a miss under any other.
+		if hit, ok := m.FindUnder(key, c.hash(key), e.rs); !ok || hit != m.At(i) {
+			c.tb.Fatalf("FindUnder(%q, %s) = slot %v, %v; want slot %d, true", key, e.rs.Name(), hit, ok, i)
+		}
 		for _, other := range policies(c.tb) {
 			if _, _, ok := m.SeekLong(key, c.hash(key), other, ver); ok && other != e.rs {
 				c.tb.Fatalf("Seek(%q) under %s hit a key under %s", key, other.Name(), e.rs.Name())
+			}
+			if _, ok := m.FindUnder(key, c.hash(key), other); ok && other != e.rs {
+				c.tb.Fatalf("FindUnder(%q) under %s hit a key under %s", key, other.Name(), e.rs.Name())
 			}
 		}
 	}
@@ -131,6 +139,9 @@ func (c *checker) check(absent ...string) {
 			}
 			if _, _, ok := m.SeekLong(key, c.hash(key), policies(c.tb)[0], m.Version()); ok {
 				c.tb.Fatalf("Seek(%q) hit a key the model lacks", key)
+			}
+			if _, ok := m.FindUnder(key, c.hash(key), policies(c.tb)[0]); ok {
+				c.tb.Fatalf("FindUnder(%q) hit a key the model lacks", key)
 			}
 		}
 	}
@@ -194,6 +205,14 @@ func (c *checker) checkKey(key string) {
 	}
 	if sought != ok || ok && (j != c.m.At(i) || first != c.m.First(i)) {
 		c.tb.Fatalf("Seek(%q) = slot %v, state %d, %v; Find: slot %d, %v", key, j, first, sought, i, ok)
+	}
+	// FindUnder hits the key's slot under its policy, and misses under
+	// every other (and for a key the model lacks, under any).
+	for _, rs := range policies(c.tb) {
+		hit, found := c.m.FindUnder(key, c.hash(key), rs)
+		if want := ok && rs == e.rs; found != want || found && hit != c.m.At(i) {
+			c.tb.Fatalf("FindUnder(%q, %s) = slot %v, %v; want %v (Find: slot %d, %v)", key, rs.Name(), hit, found, want, i, ok)
+		}
 	}
 }
 
