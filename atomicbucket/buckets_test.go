@@ -1,0 +1,91 @@
+package atomicbucket_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/mutexbucket"
+)
+
+// FuzzBucketsAgree drives atomicbucket and mutexbucket through the same
+// random calls on keys under policies of two and three token-bucket
+// windows (the known key's path of rules.Rules.Buckets: window 0 checked
+// from its word, the others under the word's lock, in the record), on a
+// clock that steps forwards and backwards, back past the stores' epoch
+// too, and requires the same answer from both: Allow's, AllowN's
+// Decision, with Reserve and Refund leaving states in debt or refilled
+// between them. Keys are of every length class, 128 bytes and over
+// included (a record whose key length takes two bytes), hashed or not.
+// The eviction grace is longer than the clock ever moves, so that no key
+// is removed and the stores' floors play no part. A fused path that wrote
+// one window's state into another's place, kept a middle window's state
+// unspent, named the wrong window or returned the wrong states to AllowN
+// would part from mutexbucket, which spends with rules.Rules.Spend.
+func FuzzBucketsAgree(f *testing.F) {
+	for seed := range uint64(6) {
+		f.Add(seed, seed%2 == 1)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, hashed bool) {
+		rng := rand.New(rand.NewPCG(seed, 0xb0c7))
+		keys := []string{"", "a", "abcdefgh", "abcdefghabcdefgh", "abcdefghabcdefgh1", strings.Repeat("k", 127), strings.Repeat("k", 128), strings.Repeat("m", 1000)}
+		pols := []keyrate.Policy{
+			{Name: "two", Limits: []keyrate.Limit{{Rate: 3, Per: time.Second, Burst: 5}, {Rate: 20, Per: time.Minute, Burst: 8}}},
+			{Name: "three", Limits: []keyrate.Limit{{Rate: 7, Per: 3 * time.Second, Burst: 6}, {Rate: 2, Per: time.Second, Burst: 4}, {Rate: 30, Per: time.Minute, Burst: 9}}},
+		}
+		opts := []keyrate.Option{keyrate.WithPolicies(pols...), keyrate.WithEvictionGrace(1000 * time.Hour),
+			keyrate.WithPolicyFunc(func(key string) string { return pols[len(key)%2].Name })}
+		if hashed {
+			opts = append(opts, keyrate.WithHashedKeys())
+		}
+		const start = 10 * time.Second
+		clk := clock.NewManual(start)
+		a, err := atomicbucket.New(keyrate.Limit{Rate: 1, Per: time.Second, Burst: 1}, append(opts, keyrate.WithClock(clk))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		m, err := mutexbucket.New(keyrate.Limit{Rate: 1, Per: time.Second, Burst: 1}, append(opts, keyrate.WithClock(clk))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		for step := range 600 {
+			key := keys[rng.IntN(len(keys))]
+			cost := 1 + rng.IntN(4)
+			var desc, got, want string
+			switch op := rng.IntN(20); {
+			case op < 8:
+				desc = fmt.Sprintf("Allow(%.20q)", key)
+				got, want = fmt.Sprint(a.Allow(key)), fmt.Sprint(m.Allow(key))
+			case op < 16:
+				desc = fmt.Sprintf("AllowN(%.20q, %d)", key, cost)
+				da, ea := a.AllowN(key, cost)
+				dm, em := m.AllowN(key, cost)
+				got, want = fmt.Sprintf("%+v %v", da, ea), fmt.Sprintf("%+v %v", dm, em)
+			case op < 18:
+				desc = fmt.Sprintf("Reserve(%.20q, %d, 2s)", key, cost)
+				ra, ea := a.Reserve(key, cost, 2*time.Second)
+				rm, em := m.Reserve(key, cost, 2*time.Second)
+				got, want = fmt.Sprintf("%v %v %v", ra.OK(), ra.At(), ea), fmt.Sprintf("%v %v %v", rm.OK(), rm.At(), em)
+			default:
+				desc = fmt.Sprintf("Refund(%.20q, %d)", key, cost)
+				got, want = fmt.Sprint(a.Refund(key, cost)), fmt.Sprint(m.Refund(key, cost))
+			}
+			if got != want {
+				t.Fatalf("seed %d step %d at %v: %s:\n atomicbucket %s\n mutexbucket  %s", seed, step, clk.Now(), desc, got, want)
+			}
+			switch rng.IntN(8) {
+			case 0: // back, past the epoch at times
+				clk.Set(max(clk.Now()-time.Duration(rng.IntN(15))*time.Second, 0))
+			case 1, 2, 3:
+				clk.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
+			}
+		}
+	})
+}
