@@ -10,6 +10,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/mutexbucket"
 )
 
@@ -88,4 +89,64 @@ func FuzzBucketsAgree(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAllowBucketsAcrossRebuild is TestMultiWindowAcrossRebuild for Allow
+// and AllowN on a policy of token buckets alone (spendSlot's inlined
+// path), of two windows and of three whose last is the one that empties
+// first (a deny decided under the lock, by the last window), for every
+// key length, hashed or not: each call runs across a rebuild of its
+// segment between finding the slot and loading its word (at its clock
+// reading), so that it finds the word Moved and looks the key up again.
+// On a frozen clock the key admits exactly the burst of its smallest
+// window: a spend lost in the move admits more, one made twice fewer.
+func TestAllowBucketsAcrossRebuild(t *testing.T) {
+	pols := []keyrate.Policy{
+		{Name: "two", Limits: []keyrate.Limit{{Rate: 10, Per: time.Hour, Burst: 10}, {Rate: 100, Per: time.Hour, Burst: 100}}},
+		{Name: "three", Limits: []keyrate.Limit{{Rate: 10, Per: time.Hour, Burst: 10}, {Rate: 100, Per: time.Hour, Burst: 100}, {Rate: 6, Per: time.Hour, Burst: 6}}},
+	}
+	for name, key := range diffKeyNames {
+		for _, hashed := range []bool{false, true} {
+			for _, p := range pols {
+				for _, allowN := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/hashed=%v/%s/allowN=%v", name, hashed, p.Name, allowN), func(t *testing.T) {
+						clk := conformance.NewHookClock(time.Hour)
+						opts := []keyrate.Option{keyrate.WithClock(clk), keyrate.WithPolicies(p), keyrate.WithPolicyFunc(func(string) string { return p.Name })}
+						if hashed {
+							opts = append(opts, keyrate.WithHashedKeys())
+						}
+						s, err := atomicbucket.New(keyrate.PerSecond(1), opts...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer s.Close()
+						burst := min(p.Limits[0].Burst, p.Limits[len(p.Limits)-1].Burst)
+						if !s.Allow(key) { // the key is new: the slow path
+							t.Fatal("first Allow denied")
+						}
+						for i := 2; i <= burst+1; i++ {
+							ran := arm(t, clk, func() { atomicbucket.RebuildSegmentOf(s, key) })
+							var ok bool
+							if allowN {
+								d, err := s.AllowN(key, 1)
+								if err != nil {
+									t.Fatal(err)
+								}
+								if want := max(burst-i, 0); d.Remaining != want {
+									t.Fatalf("spend %d: Remaining %d, want %d", i, d.Remaining, want)
+								}
+								ok = d.Allowed
+							} else {
+								ok = s.Allow(key)
+							}
+							ran("spend")
+							if want := i <= burst; ok != want {
+								t.Fatalf("spend %d across a rebuild: allowed %v, want %v", i, ok, want)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
 }
