@@ -245,13 +245,13 @@ func (st *Store) spendSlot(slot *casmap.Slot, key string, h uint64, rs *rules.Ru
 		}
 	}
 	if !ok {
-		slot.Release(v) // a deny leaves every state as it was
-		if s != nil {
+		if s != nil { // read while the lock is held
 			s[0] = v
 			for i := 1; i < n; i++ {
 				s[i] = rest.Load(i)
 			}
 		}
+		slot.Release(v) // a deny leaves every state as it was
 		return denied, 0
 	}
 	// Every window holds cost: the windows between 0 and n-1 are
