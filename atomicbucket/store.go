@@ -191,9 +191,9 @@ func spendHeld(held casmap.Held, rs *rules.Rules, t time.Duration, cost int, wai
 
 // spendSlot is the hot path's spend of cost from slot, a known key's slot
 // of rs's several windows, which Lookup found for hash h, at reading t
-// (taken after the lookup): it writes the states after the call into s and
-// returns rules.Rules.Take's result, or the sentinel it found, having done
-// nothing.
+// (taken after the lookup): it writes the states after the call into s
+// (if s is not nil) and returns rules.Rules.Take's result, or the
+// sentinel it found, having done nothing.
 //
 // A request that window 0's word, read without the lock (and after t, as
 // the lock is taken after it), already denies is denied there when its
@@ -201,7 +201,80 @@ func spendHeld(held casmap.Held, rs *rules.Rules, t time.Duration, cost int, wai
 // nothing: rules.Rules.Take denies a request that any window denies.
 // Every other request, a deny by a later window included, is decided
 // under the lock.
+//
+// A policy of token buckets alone (rules.Rules.Buckets) is decided here
+// with rules.Rule.TakeAt, window by window, in one frame: window 0 from the
+// word it loaded (its new state kept for the unlock), the record's other
+// windows located before the lock and decided under it, all or nothing, as
+// rules.Rules.Spend does. Other policies go to spendSlotHeld.
 func (st *Store) spendSlot(slot *casmap.Slot, key string, h uint64, rs *rules.Rules, t time.Duration, cost int, s *sweep.States) (denied int, sentinel rules.State) {
+	if !rs.Buckets() {
+		return st.spendSlotHeld(slot, key, h, rs, t, cost, s)
+	}
+	e := rs.Elapsed(t)
+	r0 := rs.Rule(0)
+	v := slot.Load()
+	var next0 rules.State
+	var rest casmap.Rest
+	ok := false
+	if v < casmap.Moved { // live and not locked
+		if next0, ok = r0.TakeAt(v, e, cost); !ok && s == nil {
+			return 0, 0
+		}
+		// Located before the lock, so that the lock is held for less
+		// (see casmap.Map.Rest).
+		rest = st.m.Rest(slot, key, h)
+		if !slot.CompareAndSwap(v, casmap.Locked) {
+			v = casmap.Locked // take the lock below
+		}
+	}
+	if v >= casmap.Moved {
+		if v, sentinel = slot.Lock(); sentinel != 0 {
+			return 0, sentinel
+		}
+		next0, ok = r0.TakeAt(v, e, cost)
+		rest = st.m.Rest(slot, key, h)
+	}
+	n := rs.Len()
+	var last rules.State // window n-1's state after the spend
+	if ok {
+		for denied = 1; denied < n; denied++ {
+			if last, ok = rs.Rule(denied).TakeAt(rest.Load(denied), e, cost); !ok {
+				break
+			}
+		}
+	}
+	if !ok {
+		if s != nil { // read while the lock is held
+			s[0] = v
+			for i := 1; i < n; i++ {
+				s[i] = rest.Load(i)
+			}
+		}
+		slot.Release(v) // a deny leaves every state as it was
+		return denied, 0
+	}
+	// Every window holds cost: the windows between 0 and n-1 are
+	// computed again, as only the last one's new state was kept.
+	for i := 1; i < n-1; i++ {
+		next, _ := rs.Rule(i).TakeAt(rest.Load(i), e, cost)
+		rest.Store(i, next)
+		if s != nil {
+			s[i] = next
+		}
+	}
+	rest.Store(n-1, last)
+	slot.Release(next0)
+	if s != nil {
+		s[0], s[n-1] = next0, last
+	}
+	return -1, 0
+}
+
+// spendSlotHeld is spendSlot for a policy with a window algorithm among
+// its windows: rules.Rules.Spend over the states casmap.Map.HoldSlot
+// copies out under the lock.
+func (st *Store) spendSlotHeld(slot *casmap.Slot, key string, h uint64, rs *rules.Rules, t time.Duration, cost int, s *sweep.States) (denied int, sentinel rules.State) {
 	if s == nil {
 		if v := slot.Load(); v < casmap.Moved { // live and not locked
 			// Rules.Reserve counts t clamped to window 0's clock

@@ -380,9 +380,14 @@ const lockSpins = 64
 // Lock takes the lock of r, a slot of several windows, swapping Locked in,
 // and returns window 0's state; it reports rules.Tombstone or Moved, and
 // takes nothing, if the slot is dead or moved.
-func (r Ref) Lock() (v, sentinel rules.State) {
+func (r Ref) Lock() (v, sentinel rules.State) { return r.s.Lock() }
+
+// Lock takes the lock of s, a slot of several windows, as Ref.Lock does.
+// A caller with the state it expects may try one compare-and-swap to
+// Locked first, and call Lock if that fails.
+func (s *Slot) Lock() (v, sentinel rules.State) {
 	for spins := 0; ; {
-		old := r.s.state.Load()
+		old := s.state.Load()
 		switch old {
 		case uint64(rules.Tombstone), uint64(Moved):
 			return 0, rules.State(old)
@@ -393,11 +398,14 @@ func (r Ref) Lock() (v, sentinel rules.State) {
 			}
 			continue
 		}
-		if r.s.state.CompareAndSwap(old, uint64(Locked)) {
+		if s.state.CompareAndSwap(old, uint64(Locked)) {
 			return rules.State(old), 0
 		}
 	}
 }
+
+// Release lets go of the lock of s, storing window 0's state v.
+func (s *Slot) Release(v rules.State) { s.state.Store(uint64(v)) }
 
 // LoadStates copies the states of r, locked with window 0's state v,
 // into s, one per window of its policy.
@@ -469,6 +477,43 @@ func (m *Map) HoldSlot(slot *Slot, key string, h uint64, s []rules.State) (Held,
 	s[0] = v
 	loadRest(held.rest, s[1:])
 	return held, 0
+}
+
+// Rest is the states of windows 1 on of a slot of several windows, in its
+// record: 8 bytes each, little-endian, which only the holder of the
+// slot's lock reads or writes.
+type Rest struct{ p unsafe.Pointer } // window 1's state
+
+// Load returns the state of window i (at least 1, and below the slot's
+// policy's windows).
+func (r Rest) Load(i int) rules.State {
+	return rules.State(binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(r.p, 8*(i-1)))[:]))
+}
+
+// Store writes v as the state of window i (as in Load).
+func (r Rest) Store(i int, v rules.State) {
+	binary.LittleEndian.PutUint64((*[8]byte)(unsafe.Add(r.p, 8*(i-1)))[:], uint64(v))
+}
+
+// Rest returns the states of windows 1 on of slot, a slot of several
+// windows that Lookup or LookupLong returned for key, of hash h: as
+// HoldSlot finds them, in the segment's current table, which is the
+// slot's while its lock is held. It may be called just before the lock
+// is taken, from a live state the caller loaded: if that compare-and-swap
+// to Locked succeeds, the table Rest read was the slot's, as the slot was
+// not Moved, and a rebuild publishes a new table only after swapping every
+// live slot of the old one to Moved; if it fails, the caller must call
+// Rest again once it holds the lock. The states may be read and written
+// only while the lock is held. The record was allocated with a state for
+// every window of the slot's policy (Prepare), so Rest checks no bounds.
+func (m *Map) Rest(slot *Slot, key string, h uint64) Rest {
+	k := 8 // the record's key part: the key's hash, or its length and bytes
+	if !m.hashed {
+		k = uvarintLen(len(key)) + len(key)
+	}
+	t, meta := m.Segment(h).tab.Load(), slot.meta.Load()
+	a := chunkOf(t, meta)
+	return Rest{p: unsafe.Add(unsafe.Pointer(unsafe.SliceData(a)), int(meta&offMask)+k)}
 }
 
 // Unlock stores the states s into h's slot and lets go of its lock.

@@ -24,6 +24,7 @@ type Rules struct {
 	rules     []Rule
 	minBurst  int
 	oneBucket bool
+	buckets   bool // several windows, all token buckets: Buckets
 	log       bool // one SlidingLog window: see log.go
 	words     int  // the states of a key: Len
 	clock     clock.Clock
@@ -292,6 +293,10 @@ func compilePolicy(p keyrate.Policy) (*Rules, error) {
 		rs.minBurst = min(rs.minBurst, l.Burst)
 	}
 	rs.oneBucket = len(rs.rules) == 1 && rs.rules[0].alg == keyrate.TokenBucket
+	rs.buckets = len(rs.rules) > 1
+	for _, r := range rs.rules {
+		rs.buckets = rs.buckets && r.alg == keyrate.TokenBucket
+	}
 	rs.log = rs.rules[0].alg == keyrate.SlidingLog
 	rs.words = len(rs.rules)
 	if rs.log {
