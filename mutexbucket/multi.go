@@ -45,7 +45,12 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 		b.mu.Unlock()
 		return multi.Spend[*bucket]{}, false, false
 	}
-	next, ok := r.Reserve(old, now, cost, 0)
+	next, ok := rules.State(0), false
+	if rs.OneBucket() { // the token bucket's arithmetic, inlined
+		next, ok = r.ReserveBucket(old, now, cost, 0)
+	} else {
+		next, ok = r.Reserve(old, now, cost, 0)
+	}
 	if !ok {
 		b.mu.Unlock()
 		return multi.Spend[*bucket]{Old: old, New: old}, false, true

@@ -57,7 +57,12 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 		return multi.Spend[spot]{}, false, false
 	}
 	old := sp.m.First(i)
-	next, ok := r.Reserve(old, now, cost, 0)
+	next, ok := rules.State(0), false
+	if rs.OneBucket() { // the token bucket's arithmetic, inlined
+		next, ok = r.ReserveBucket(old, now, cost, 0)
+	} else {
+		next, ok = r.Reserve(old, now, cost, 0)
+	}
 	if !ok {
 		sp.mu.Unlock()
 		return multi.Spend[spot]{Old: old, New: old}, false, true

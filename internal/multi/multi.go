@@ -122,11 +122,9 @@ func AllowAll[R any, S Store[R]](s S, pols *rules.Policies, keys []keyrate.KeyCo
 		rss[i] = rs
 	}
 	var (
-		spent [keyrate.MaxKeys - 1]Spend[R] // the last key's is never undone
-		best  int                           // the index of the key left with the fewest tokens
-		least int                           // its tokens
-		bestS rules.State
-		bestT uint64
+		spent [keyrate.MaxKeys]Spend[R]
+		best  int // the index of the key left with the fewest tokens
+		least int // its tokens
 	)
 	t := pols.Now()
 	hook := afterSpend.Load()
@@ -143,17 +141,16 @@ func AllowAll[R any, S Store[R]](s S, pols *rules.Policies, keys []keyrate.KeyCo
 			}
 			return keyrate.MultiDecision{Decision: r.Decide(sp.New, now, keys[i].Cost, false), Index: i}, true, nil
 		}
-		if i < len(spent) {
-			spent[i] = sp
-		}
+		spent[i] = sp
 		if hook != nil {
 			(*hook)(i)
 		}
 		if left := r.Tokens(sp.New, now); i == 0 || left < least {
-			best, least, bestS, bestT = i, left, sp.New, now
+			best, least = i, left
 		}
 	}
-	md.Decision = rss[best].Rule(0).Decide(bestS, bestT, keys[best].Cost, true)
+	r := rss[best].Rule(0)
+	md.Decision = r.Decide(spent[best].New, r.Ticks(t), keys[best].Cost, true)
 	md.Index = best
 	return md, true, nil
 }
