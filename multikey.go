@@ -58,7 +58,8 @@ type MultiDecision struct {
 // so a key put back is as if the request had never touched it, whatever
 // the clock did meanwhile: no lasting over-denial, and nothing minted.
 // The key named on a deny is then the first in the caller's order that
-// lacks its cost. A two-key call costs about 2.1× one AllowTier.
+// lacks its cost. A two-key call costs 2.0–2.2× one AllowTier in
+// instructions (docs/guides/policies.md has the figures).
 //
 // Every other request (a new key, a key under another policy than its
 // tier's, several windows, a sliding log, an unlimited tier, a store with
