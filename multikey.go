@@ -3,6 +3,8 @@ package keyrate
 import (
 	"errors"
 	"fmt"
+
+	"github.com/keyrate/keyrate/internal/handle"
 )
 
 // MaxKeys is the most keys one AllowAll call decides: enough for a user,
@@ -41,42 +43,80 @@ type MultiDecision struct {
 // AllowAll decides one request against several keys of l, each under its
 // own tier's policy, all or nothing: the request is allowed, and spends
 // every key's cost, only if every key holds its cost; a denied request
-// spends from none of them (but see the race below). It is a function of
+// spends from none of them (but see the races below). It is a function of
 // any PolicyLimiter rather than a method so that every store, redisbucket
 // included, has it from the calls it already makes (a Redis store that
 // can decide the keys in one script call offers that too).
 //
-// It checks every key but the last (PolicyLimiter.PeekTier, which spends
-// nothing), then spends them one by one with AllowTier: a checked key
-// that does not hold its cost first, else the last key (its spend is its
-// check), then the other keys, the least to spare first. So a request a
-// key's limit denies (or that a key refuses with an error) before
-// anything was spent spends nothing, and a request of n keys costs n
-// spends and n−1 checks. Each spend is a store's own AllowTier, so every key keeps its
-// bound, Burst + Rate·T/Per over any interval T, however many calls run
-// at once, whatever the tier moves and evictions.
+// On the in-process stores (atomicbucket, mutexbucket, striped), a
+// request whose keys the store holds, each under a policy of one window,
+// is decided inside the store: it spends the keys in the caller's order,
+// and if a key denies, puts back each earlier key's state as it was
+// before the spend, exactly, where its state still holds what the spend
+// wrote (nobody spent, refunded, swept or moved it since). A state is
+// absolute (a token bucket's theoretical arrival time, a window's count),
+// so a key put back is as if the request had never touched it, whatever
+// the clock did meanwhile: no lasting over-denial, and nothing minted.
+// The key named on a deny is then the first in the caller's order that
+// lacks its cost. A two-key call costs 2.0–2.2× one AllowTier in
+// instructions (docs/guides/policies.md has the figures).
+//
+// Every other request (a new key, a key under another policy than its
+// tier's, several windows, a sliding log, an unlimited tier, a store with
+// an observer, any other store) is decided in turn: it checks every key
+// but the last (PolicyLimiter.PeekTier, which spends nothing), then
+// spends them one by one with AllowTier: a checked key that does not hold
+// its cost first, else the last key (its spend is its check), then the
+// other keys, the least to spare first. So a request a key's limit
+// denies (or that a key refuses with an error) before anything was spent
+// spends nothing. Either way each spend is the store's own, so every key
+// keeps its bound, Burst + Rate·T/Per over any interval T, however many
+// calls run at once, whatever the tier moves and evictions.
 //
 // Two effects of deciding the keys in turn, each bounded by the costs:
 //   - While the call runs, a key already spent holds its cost less: a
 //     concurrent request on that key may be denied that would have been
-//     allowed had this call been denied, for the length of the call.
-//   - If another request takes a key's tokens between the check and the
-//     spend (a race), the keys spent before it keep their spend: nothing
-//     is given back, because a refund made at a later clock reading than
-//     its spend can hand back tokens the key would have refilled anyway,
-//     which over-admits (a bucket near full at the spend, refilling while
-//     other requests drain it). Each such key is charged as if the
-//     request had been allowed on it: its cost, once. AllowAll never
-//     over-admits, and over-denies only on such a race.
+//     allowed had this call been denied, for the length of the call (the
+//     transient window, on either path).
+//   - A key spent before the denier whose state another request touched
+//     meanwhile (inside a store), or any key spent before a denier that
+//     another request drained after the check (in turn), keeps its spend:
+//     nothing is given back, because a refund made at a later clock
+//     reading than its spend can hand back tokens the key would have
+//     refilled anyway, which over-admits (a bucket near full at the
+//     spend, refilling while other requests drain it). Each such key is
+//     charged as if the request had been allowed on it: its cost, once.
+//     AllowAll never over-admits, and over-denies only on such a race.
 //
 // It returns an error, and spends nothing, wrapping ErrInvalidKeys for an
 // empty list, more than MaxKeys keys or a key given twice, ErrInvalidCost
-// for a cost below 1, and a key's error from PeekTier or from the first
-// spend (ErrUnknownPolicy, ErrCostExceedsBurst, ErrStoreFull, a store's
-// own); an error from a later spend leaves the keys spent before it
-// spent, as a race does. Errors name the key's index. It allocates
-// nothing on keys the store knows.
+// for a cost below 1, and a key's error (ErrUnknownPolicy,
+// ErrCostExceedsBurst, ErrStoreFull, a store's own) found before a spend;
+// an error from a later spend of the checks in turn leaves the keys spent
+// before it spent, as a race does. Errors name the key's index. It
+// allocates nothing on keys the store knows.
 func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
+	if m, ok := l.(multiLimiter); ok {
+		if d, handled, err := m.TryAllowAll(handle.Multi{}, keys); handled {
+			return d, err
+		}
+	}
+	return allowInTurn(l, keys)
+}
+
+// multiLimiter is a store that decides an AllowAll request itself where
+// it can, undoing a denied request's spends exactly (the in-process
+// stores, through internal/multi): handled false means it spent nothing,
+// and AllowAll decides in turn. Its parameter of an internal type keeps
+// the method out of reach of other packages.
+type multiLimiter interface {
+	TryAllowAll(_ handle.Multi, keys []KeyCost) (d MultiDecision, handled bool, err error)
+}
+
+// allowInTurn is AllowAll for a store that does not decide the request
+// itself, or a request it leaves to AllowAll: the checks and spends in
+// turn that AllowAll's documentation describes.
+func allowInTurn(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
 	if err := ValidateKeys(keys); err != nil {
 		return MultiDecision{}, err
 	}

@@ -14,6 +14,7 @@ func TestMultiKey(t *testing.T) {
 			open := conformance.NewOpenCarry(s.new)
 			conformance.RunMultiKey(t, conformance.MultiKey{Open: open})
 			t.Run("ZeroAllocs", func(t *testing.T) { conformance.MultiKeyZeroAllocs(t, open) })
+			t.Run("Undo", func(t *testing.T) { conformance.RunMultiKeyUndo(t, open) })
 		})
 	}
 }

@@ -39,3 +39,10 @@ var NewReservation any
 // flag its copies share that a Cancel claims (nil for a reservation that
 // need not wait).
 var ReservationParts any
+
+// Multi is the first parameter of an in-process store's TryAllowAll, the
+// method through which keyrate.AllowAll lets the store decide a request
+// of several keys itself (internal/multi): a type only this module can
+// name, so that the method is plumbing between keyrate and its stores,
+// which no other package can call, rather than API.
+type Multi struct{}
