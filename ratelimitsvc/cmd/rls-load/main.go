@@ -4,9 +4,11 @@
 // keyrate-rls in process, each a process of its own on loopback, each
 // driven over gRPC by 1, 8 and 64 concurrent clients with the same
 // stream of requests. It prints, for every service and concurrency, the
-// requests per second, the p50 and p99 latency, and the bound held: the
-// admissions each descriptor got in each window, counted on the client
-// side, against the limit.
+// requests per second, the p50 and p99 latency, the CPU time the
+// service's process and redis-server's spent per request (what an answer
+// costs the machine, comparable where throughput is not: the clients
+// share its cores), and the bound held: the admissions each descriptor
+// got in each window, counted on the client side, against the limit.
 //
 //	go run ./ratelimitsvc/cmd/rls-load -envoy-bin $(go env GOPATH)/bin/service_cmd
 //
@@ -88,7 +90,7 @@ func main() {
 // subject is one service under test.
 type subject struct {
 	name  string
-	start func() (addr string, stop func(), err error)
+	start func() (addr string, pid int, stop func(), err error)
 }
 
 func run(o opts) error {
@@ -136,15 +138,15 @@ func run(o opts) error {
 		if _, err := os.Stat(o.envoyBin); err != nil {
 			note = fmt.Sprintf("envoyproxy/ratelimit not measured: %v", err)
 		} else {
-			subjects = append(subjects, subject{"envoyproxy/ratelimit+redis", func() (string, func(), error) {
+			subjects = append(subjects, subject{"envoyproxy/ratelimit+redis", func() (string, int, func(), error) {
 				port, err := rlsproc.FreePort()
 				if err != nil {
-					return "", nil, err
+					return "", 0, nil, err
 				}
 				// Its stats are off, which can only flatter its figures.
 				env, err := rlsproc.EnvoyEnv(filepath.Join(dir, "runtime"), rs.Addr, port)
 				if err != nil {
-					return "", nil, err
+					return "", 0, nil, err
 				}
 				return startProc(o.envoyBin, nil, env, port)
 			}})
@@ -153,10 +155,10 @@ func run(o opts) error {
 		note = "envoyproxy/ratelimit not measured: no -envoy-bin"
 	}
 	keyrate := func(name string, args ...string) subject {
-		return subject{name, func() (string, func(), error) {
+		return subject{name, func() (string, int, func(), error) {
 			port, err := rlsproc.FreePort()
 			if err != nil {
-				return "", nil, err
+				return "", 0, nil, err
 			}
 			// -redis-timeout 10s: envoyproxy/ratelimit's Redis timeout
 			// (keyrate-rls's default, 50ms, can fail calls on a loaded
@@ -186,9 +188,9 @@ func run(o opts) error {
 	if note != "" {
 		fmt.Fprintln(&rep, note)
 	}
-	fmt.Fprintf(&rep, "\n| service | clients | requests/s | p50 | p99 | failed | over limit | windows checked | most admitted in a window (limit %d) | windows over the limit |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", o.rate)
+	fmt.Fprintf(&rep, "\n| service | clients | requests/s | p50 | p99 | service CPU/request | redis CPU/request | failed | over limit | windows checked | most admitted in a window (limit %d) | windows over the limit |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", o.rate)
 	for _, s := range subjects {
-		addr, stop, err := s.start()
+		addr, pid, stop, err := s.start()
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -197,21 +199,24 @@ func run(o opts) error {
 				stop()
 				return err
 			}
-			r, err := measure(addr, c, o)
+			cpu := &cpuMeter{pids: []int{pid, rs.Pid()}}
+			r, err := measure(addr, c, o, cpu)
 			if err != nil {
 				stop()
 				return fmt.Errorf("%s, %d clients: %w", s.name, c, err)
 			}
-			line := fmt.Sprintf("| %s | %d | %.0f | %v | %v | %d | %.1f%% | %d | %d | %d |\n", s.name, c, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond),
-				r.errors, 100*r.overFrac, r.windows, r.most, r.violations)
+			line := fmt.Sprintf("| %s | %d | %.0f | %v | %v | %s | %s | %d | %.1f%% | %d | %d | %d |\n", s.name, c, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond),
+				cpu.perRequest(0, r.requests), cpu.perRequest(1, r.requests), r.errors, 100*r.overFrac, r.windows, r.most, r.violations)
 			if strings.HasPrefix(s.name, "floor") { // it limits nothing: no bound to hold
-				line = fmt.Sprintf("| %s | %d | %.0f | %v | %v | %d | — | — | — | — |\n", s.name, c, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.errors)
+				line = fmt.Sprintf("| %s | %d | %.0f | %v | %v | %s | %s | %d | — | — | — | — |\n", s.name, c, r.rps, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond),
+					cpu.perRequest(0, r.requests), cpu.perRequest(1, r.requests), r.errors)
 			}
 			rep.WriteString(line)
 			fmt.Fprint(os.Stderr, line)
 		}
 		stop()
 	}
+	fmt.Fprintf(&rep, "\nCPU/request is the CPU time (user and system, every thread) the service's process and redis-server's used over the counted interval, by /proc/<pid>/stat (10 ms ticks), divided by the requests answered in it: what each answer costs the machine, whatever else shares it, so that it can be compared where throughput cannot (the load generator runs on the same cores). The in-process rows' redis figure is an idle server's.\n")
 	fmt.Fprintf(&rep, "\nA window's admissions are those whose request was sent and answered within it (by this process's clock); a request in flight across a boundary is counted in neither, so a count above the limit is a real violation, never an artefact of the counting (and \"windows over the limit\" a lower bound of them).\n")
 	fmt.Print(rep.String())
 	if o.out != "" {
@@ -221,13 +226,14 @@ func run(o opts) error {
 }
 
 // startProc starts a server and waits (up to a minute) until its gRPC
-// health service answers SERVING on loopback port port.
-func startProc(bin string, args, env []string, port int) (string, func(), error) {
+// health service answers SERVING on loopback port port; it returns the
+// server's address and process ID, and a function that stops it.
+func startProc(bin string, args, env []string, port int) (string, int, func(), error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -235,9 +241,9 @@ func startProc(bin string, args, env []string, port int) (string, func(), error)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	if err := rlsproc.WaitServing(addr, time.Minute, exited); err != nil {
 		stop()
-		return "", nil, err
+		return "", 0, nil, err
 	}
-	return addr, stop, nil
+	return addr, cmd.Process.Pid, stop, nil
 }
 
 // result is one measurement.
@@ -259,7 +265,10 @@ type admission struct {
 	sent, recv int64
 }
 
-func measure(addr string, clients int, o opts) (result, error) {
+// measure drives the service at addr with clients concurrent clients for
+// o.warm, then o.dur counted, and cpu reads its processes' CPU time over
+// the counted interval.
+func measure(addr string, clients int, o opts, cpu *cpuMeter) (result, error) {
 	nconn := (clients + 7) / 8
 	conns := make([]*grpc.ClientConn, nconn)
 	for i := range conns {
@@ -272,6 +281,15 @@ func measure(addr string, clients int, o opts) (result, error) {
 	}
 	start := time.Now()
 	countFrom, end := start.Add(o.warm), start.Add(o.warm+o.dur)
+	metered := make(chan struct{})
+	go func() {
+		defer close(metered)
+		time.Sleep(time.Until(countFrom))
+		cpu.begin()
+		time.Sleep(time.Until(end))
+		cpu.finish()
+	}()
+	defer func() { <-metered }()
 	var firstErr atomic.Value
 	lats := make([][]time.Duration, clients)
 	adms := make([][]admission, clients)

@@ -70,6 +70,9 @@ func Run(bin, dir string) (*Server, error) {
 	return nil, fmt.Errorf("redis-server did not start: %w", last)
 }
 
+// Pid returns the server's process ID.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Stop kills the server and waits for it.
 func (s *Server) Stop() {
 	if s.cmd.Process != nil {
