@@ -11,6 +11,10 @@ func (s *Store) SetHookWait(f func(key string)) { s.hookWait = f }
 // registers as a waiter.
 func (s *Store) SetHookRefused(f func(key string)) { s.hookRefused = f }
 
+// SetHookSweep sets the function Sweep runs when it has found a key
+// without waiters, before it retires the key.
+func (s *Store) SetHookSweep(f func(key string)) { s.hookSweep = f }
+
 // Held returns the slots key holds, -1 if the store does not track it.
 func (s *Store) Held(key string) int {
 	st, ok := s.keys.Load(key)

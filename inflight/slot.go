@@ -1,6 +1,10 @@
 package inflight
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/keyrate/keyrate/internal/isnil"
+)
 
 // Slot is one slot of a key's concurrency limit, from an acquire. Release
 // it once its request is done. A Slot is a small value, safe to copy; its
@@ -20,10 +24,10 @@ type Releaser interface {
 }
 
 // NewSlot returns a held Slot that r releases with token. It is for
-// implementations of Limiter outside this package; a nil r gives the zero
-// Slot.
+// implementations of Limiter outside this package; a nil r (or a nil
+// pointer, map or func of a Releaser type) gives the zero Slot.
 func NewSlot(r Releaser, token uint64) Slot {
-	if r == nil {
+	if r == nil || isnil.Is(r) {
 		return Slot{}
 	}
 	return Slot{r: r, gen: token}

@@ -60,6 +60,9 @@ type Store struct {
 	// hookRefused, when set by a test, runs when Acquire has been refused
 	// and has not yet registered as a waiter.
 	hookRefused func(key string)
+	// hookSweep, when set by a test, runs when Sweep has found a key
+	// without waiters, before it retires the key.
+	hookSweep func(key string)
 }
 
 // keyState is one key's count of slots held, and its waiters.
@@ -205,11 +208,16 @@ func (s *Store) Sweep() {
 	defer s.sweep.mu.Unlock()
 	live := int64(0)
 	s.keys.Range(func(key string, st *keyState) bool {
-		if st.waiters.Load() == 0 && st.n.CompareAndSwap(0, dead) {
-			s.unlink(key, st)
-		} else {
-			live++
+		if st.waiters.Load() == 0 {
+			if s.hookSweep != nil {
+				s.hookSweep(key)
+			}
+			if st.n.CompareAndSwap(0, dead) {
+				s.unlink(key, st)
+				return true
+			}
 		}
+		live++
 		return true
 	})
 	s.sweep.next.Store(max(2*live, minSweep))

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/inflight"
@@ -275,4 +276,67 @@ func TestAcquireReleaseBeforeWait(t *testing.T) {
 		t.Fatalf("Acquire = %v, %v; want the slot released before it waited", sl.Acquired(), err)
 	}
 	sl.Release()
+}
+
+// TestAcquireWaiterOnSweptKey: a sweep that found a key without waiters
+// retires it after an Acquire has registered as a waiter on it (Sweep's
+// check and its retiring are two steps). The waiter's retry then meets a
+// new state of the key, which another acquire (B) has filled: it must
+// not sleep on the retired state's channel, which no release closes any
+// more, but wait on the key's new state, which B's release wakes. On the
+// broken code the waiter sleeps until its deadline; on the fixed one it
+// gets B's slot as soon as B releases it.
+func TestAcquireWaiterOnSweptKey(t *testing.T) {
+	s := mustNew(t, 1)
+	a, _ := s.TryAcquire("k")
+	checked, resume, swept := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	s.SetHookSweep(func(string) {
+		close(checked) // Sweep found "k" with no waiter
+		<-resume
+	})
+	var (
+		refused atomic.Int32
+		loads   atomic.Int32
+		waits   atomic.Int32
+		b       inflight.Slot
+	)
+	s.SetHookRefused(func(string) {
+		if refused.Add(1) != 1 {
+			return
+		}
+		a.Release() // no waiter yet: wakes no one
+		go func() {
+			defer close(swept)
+			s.Sweep()
+		}()
+		<-checked // the sweep has checked "k" for waiters, and found none
+	})
+	s.SetHookLoaded(func(string) {
+		// Load 1: the first try; 2: the retry after await, with the
+		// waiter counted on the state the sweep is about to retire.
+		if loads.Add(1) != 2 {
+			return
+		}
+		close(resume)
+		<-swept // "k" is retired and gone from the map
+		var err error
+		if b, err = s.TryAcquire("k"); err != nil || !b.Acquired() {
+			t.Errorf("B's TryAcquire on the new state = %v, %v; want a slot", b.Acquired(), err)
+		}
+	})
+	s.SetHookWait(func(string) {
+		if waits.Add(1) == 1 {
+			b.Release() // the slot the waiter should get
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a guard for the broken code, never reached by the fixed one
+	defer cancel()
+	sl, err := s.Acquire(ctx, "k")
+	if err != nil || !sl.Acquired() {
+		t.Fatalf("Acquire = %v, %v; want B's slot, released while it waited: it slept on the swept state, whose channel no release closes", sl.Acquired(), err)
+	}
+	sl.Release()
+	if h := s.Held("k"); h != 0 {
+		t.Fatalf("Held(k) = %d after every release, want 0", h)
+	}
 }

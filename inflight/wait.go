@@ -43,6 +43,13 @@ func (s *Store) Acquire(ctx context.Context, key string) (Slot, error) {
 			st.waiters.Add(-1)
 			return slot, err
 		}
+		if st.n.Load() == dead {
+			// A sweep that checked st for waiters before await retired
+			// it after: no release closes its channel any more, and the
+			// retry was refused by the key's new state. Wait on that.
+			st.waiters.Add(-1)
+			continue
+		}
 		if s.hookWait != nil {
 			s.hookWait(key)
 		}

@@ -63,3 +63,6 @@ func ScriptWindow(l keyrate.Limit) (desc string, args []any) {
 	k, i, g, f := u.args()
 	return u.desc(), []any{k, i, g, f}
 }
+
+// KeySlot is keySlot: the Redis Cluster hash slot of a Redis key.
+var KeySlot = keySlot

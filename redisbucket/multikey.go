@@ -91,9 +91,10 @@ func (s *Store) AllowAll(keys []keyrate.KeyCost) (keyrate.MultiDecision, error) 
 // those).
 //
 // One call needs every key that Redis counts (all but those under an
-// unlimited policy) on one server: on a Cluster (or a Ring) in one hash
-// slot, which their Redis keys share when each holds the same hash tag, a
-// part in braces: with the default prefix, "{acme}:user:alice" and
+// unlimited policy) on one server: on a Cluster in one hash slot, on a
+// Ring (which picks a shard by the hash tag, or the whole key, not by the
+// slot) under one hash tag. Keys share both when each holds the same hash
+// tag, a part in braces: with the default prefix, "{acme}:user:alice" and
 // "{acme}:org" both hash by "acme" (WithHashTag tags each key whole, so
 // keys of one request share a slot only if they are one key: leave it off
 // and tag the keys yourself). On a single server (a *redis.Client) any
@@ -119,7 +120,15 @@ func (s *Store) AllowAllContext(ctx context.Context, keys []keyrate.KeyCost) (ke
 		rss   [keyrate.MaxKeys]*rules.Rules
 		plans [keyrate.MaxKeys]*plan
 	)
+	// One call needs every counted key on one server: a Cluster's keys in
+	// one hash slot; a Ring's (or another sharding client's) under one
+	// shard key, since a Ring picks a shard by the hash tag (or the whole
+	// key), not by the slot, and two keys of one slot may be on two
+	// shards. A *redis.Client is one server.
+	_, cluster := s.client.(*redis.ClusterClient)
+	_, single := s.client.(*redis.Client)
 	counted, slot, oneSlot := 0, -1, true
+	var shard string
 	for i, k := range keys {
 		rs, err := s.pols.Rules(k.Tier)
 		if err == nil {
@@ -142,13 +151,24 @@ func (s *Store) AllowAllContext(ctx context.Context, keys []keyrate.KeyCost) (ke
 			return keyrate.MultiDecision{Index: i}, s.fail(err)
 		}
 		counted++
-		if sl := keySlot(s.redisKey(k.Key)); slot < 0 {
-			slot = sl
-		} else if sl != slot {
-			oneSlot = false
+		rk := s.redisKey(k.Key)
+		switch {
+		case single:
+		case cluster:
+			if sl := keySlot(rk); slot < 0 {
+				slot = sl
+			} else if sl != slot {
+				oneSlot = false
+			}
+		default:
+			if sk := shardKey(rk); counted == 1 {
+				shard = sk
+			} else if sk != shard {
+				oneSlot = false
+			}
 		}
 	}
-	if _, single := s.client.(*redis.Client); !oneSlot && !single {
+	if !oneSlot {
 		return keyrate.AllowAll(s, keys)
 	}
 	if counted == 0 { // every key unlimited
@@ -301,6 +321,25 @@ func sendMulti(ctx context.Context, c redis.UniversalClient, args []any, now, mi
 	n := args[2].(int)
 	args[3+n], args[4+n] = now, minTTL
 	return call(ctx, c, nil, true, &args, args, multiSource)
+}
+
+// shardKey returns the part of the Redis key k that a redis.Ring picks
+// its shard by: its hash tag as keySlot finds it, or else k whole.
+func shardKey(k string) string {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '{' {
+			for j := i + 1; j < len(k); j++ {
+				if k[j] == '}' {
+					if j > i+1 {
+						return k[i+1 : j]
+					}
+					return k
+				}
+			}
+			return k
+		}
+	}
+	return k
 }
 
 // keySlot returns the Redis Cluster hash slot of the Redis key k: CRC16

@@ -215,6 +215,24 @@ func MultiKeyBadInput(t *testing.T, m MultiKey) {
 			}
 		}
 	}
+	// The list is checked whole before any key's tier: a key given twice,
+	// or a cost below 1, after a key of another store's tier is the
+	// list's error, as keyrate.ValidateKeys reports it, on every path.
+	for _, c := range []struct {
+		name string
+		ks   []keyrate.KeyCost
+		want error
+		says string
+	}{
+		{"duplicate after another store's tier", []keyrate.KeyCost{{Key: "a", Tier: others[1], Cost: 1}, {Key: "b", Tier: org, Cost: 1}, {Key: "b", Tier: org, Cost: 1}},
+			keyrate.ErrInvalidKeys, `key 2 ("b") is key 1 again`},
+		{"zero cost after another store's tier", []keyrate.KeyCost{{Key: "a", Tier: others[1], Cost: 1}, {Key: "b", Tier: org}},
+			keyrate.ErrInvalidCost, `key 1 ("b"): cost 0 is below 1`},
+	} {
+		if d, err := m.allowAll(pl, c.ks); !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.says) || d.Allowed {
+			t.Fatalf("%s: AllowAll = %+v, %v; want an error wrapping %v saying %q (keyrate.ValidateKeys's)", c.name, d, err, c.want, c.says)
+		}
+	}
 	if d, err := m.allowAll(pl, full[:keyrate.MaxKeys]); err != nil || !d.Allowed {
 		t.Fatalf("MaxKeys keys = %+v, %v; want allowed", d, err)
 	}

@@ -98,17 +98,19 @@ func AllowAll[R any, S Store[R]](s S, pols *rules.Policies, keys []keyrate.KeyCo
 	if pols.Observer() != nil || len(keys) == 0 || len(keys) > keyrate.MaxKeys {
 		return md, false, nil
 	}
-	var rss [keyrate.MaxKeys]*rules.Rules
-	for i := range keys {
-		k := &keys[i]
-		if k.Cost < 1 {
+	for i := range keys { // the list first, as keyrate.ValidateKeys checks it
+		if keys[i].Cost < 1 {
 			return md, false, nil
 		}
 		for j := range i {
-			if keys[j].Key == k.Key {
+			if keys[j].Key == keys[i].Key {
 				return md, false, nil
 			}
 		}
+	}
+	var rss [keyrate.MaxKeys]*rules.Rules
+	for i := range keys {
+		k := &keys[i]
 		rs, err := pols.Rules(k.Tier)
 		if err != nil {
 			return keyrate.MultiDecision{Index: i}, true, fmt.Errorf("key %d (%q): %w", i, k.Key, err)
