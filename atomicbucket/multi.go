@@ -65,6 +65,9 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 	}
 }
 
+// Refunds returns the store's refund guard. See multi.Store.
+func (m *multiStore) Refunds() *multi.Refunds { return &m.refunds }
+
 // Undo puts back a spend's state if the slot's word still holds it. See
 // multi.Store.
 func (m *multiStore) Undo(sp multi.Spend[*casmap.Slot]) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/keyrate/keyrate/internal/casmap"
 	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/multi"
 	"github.com/keyrate/keyrate/internal/retries"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
@@ -51,6 +52,9 @@ type Store struct {
 	grace time.Duration // config.Settings.EvictionGrace
 	bg    *sweep.Background
 	hot   *hotSet // WithHotKeys; nil for none
+	// refunds is what every refund goes through, so that AllowAll's undo
+	// is never fooled by one (multi.Refunds).
+	refunds multi.Refunds
 }
 
 var (
@@ -862,6 +866,8 @@ func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
+	s.refunds.Begin()
+	defer s.refunds.End()
 	h := s.m.Hash(key)
 	sg := s.m.Segment(h)
 	for {

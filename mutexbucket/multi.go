@@ -60,6 +60,9 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 	return multi.Spend[*bucket]{Ref: b, Old: old, New: next}, true, true
 }
 
+// Refunds returns the store's refund guard. See multi.Store.
+func (m *multiStore) Refunds() *multi.Refunds { return &m.refunds }
+
 // Undo puts back a spend's state, under the bucket's mutex, if the bucket
 // still holds it. See multi.Store.
 func (m *multiStore) Undo(sp multi.Spend[*bucket]) bool {

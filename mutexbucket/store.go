@@ -8,6 +8,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/multi"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
@@ -44,6 +45,9 @@ type Store struct {
 	pols    *rules.Policies
 	strs    *xsync.MapOf[string, *bucket] // buckets.Strings(), for the hot path
 	buckets sweep.Map[*bucket]
+	// refunds is what every refund goes through, so that AllowAll's undo
+	// is never fooled by one (multi.Refunds).
+	refunds multi.Refunds
 }
 
 // bucket is one key's states, under one policy, and the mutex that guards
@@ -399,11 +403,17 @@ func (s *Store) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error
 func (s *Store) Tier(name string) (keyrate.Tier, error) { return s.pols.Tier(name) }
 
 // Refund gives cost tokens back to key. See keyrate.PolicyLimiter.
-func (s *Store) Refund(key string, cost int) error { return s.buckets.RefundKey(key, cost) }
+func (s *Store) Refund(key string, cost int) error {
+	s.refunds.Begin()
+	defer s.refunds.End()
+	return s.buckets.RefundKey(key, cost)
+}
 
 // RefundTier gives cost tokens back to key under tier's policy. See
 // keyrate.PolicyLimiter.
 func (s *Store) RefundTier(key string, tier keyrate.Tier, cost int) error {
+	s.refunds.Begin()
+	defer s.refunds.End()
 	return s.buckets.RefundTier(key, tier, cost)
 }
 

@@ -73,6 +73,9 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 	return multi.Spend[spot]{Ref: spot{sp, i, ver}, Old: old, New: next}, true, true
 }
 
+// Refunds returns the store's refund guard. See multi.Store.
+func (m *multiStore) Refunds() *multi.Refunds { return &m.refunds }
+
 // Undo puts back a spend's state, under the stripe's lock, if the
 // stripe's table has not changed and the slot still holds it. See
 // multi.Store.

@@ -10,6 +10,7 @@ import (
 	"github.com/keyrate/keyrate/internal/config"
 	"github.com/keyrate/keyrate/internal/flatmap"
 	"github.com/keyrate/keyrate/internal/layout"
+	"github.com/keyrate/keyrate/internal/multi"
 	"github.com/keyrate/keyrate/internal/rules"
 	"github.com/keyrate/keyrate/internal/sweep"
 )
@@ -50,6 +51,9 @@ type Store struct {
 	pacer sweep.Pacer   // paces whole sweeps on refusals by a full store
 	grace time.Duration // config.Settings.EvictionGrace
 	bg    *sweep.Background
+	// refunds is what every refund goes through, so that AllowAll's undo
+	// is never fooled by one (multi.Refunds).
+	refunds multi.Refunds
 }
 
 var (
@@ -387,7 +391,9 @@ func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 		return err
 	}
 	h := s.seed.Hash(key)
+	s.refunds.Begin()
 	s.tab.refund(key, h, rs, rs.Now(), cost)
+	s.refunds.End()
 	return nil
 }
 

@@ -21,6 +21,7 @@ func RunMultiKeyUndo(t *testing.T, open OpenCarry) {
 	t.Run("Exact", func(t *testing.T) { MultiKeyUndoExact(t, open) })
 	t.Run("Touched", func(t *testing.T) { MultiKeyUndoTouched(t, open) })
 	t.Run("CallerOrder", func(t *testing.T) { MultiKeyUndoCallerOrder(t, open) })
+	t.Run("RefundABA", func(t *testing.T) { MultiKeyUndoRefundABA(t, open) })
 }
 
 // afterFirstSpend makes AllowAll run f right after its spend of key 0,
@@ -191,5 +192,69 @@ func MultiKeyUndoCallerOrder(t *testing.T, open OpenCarry) {
 		if p != before[i] {
 			t.Fatalf("denied, but key %s went from %+v to %+v", ks[i].Key, before[i], p)
 		}
+	}
+}
+
+// MultiKeyUndoRefundABA checks that the undo's test, "the word still holds
+// what the spend wrote", is not fooled by a word that moved and came back:
+// a refund capped at the Burst, then a spend, between AllowAll's spend of
+// the organisation and its undo. The organisation (2 at once, one a
+// second) spent 2 a second ago, so it holds 1. AllowAll spends 1 (none
+// left); a racing request's refund of the 2 (capped: it fills the
+// bucket), and another's spend of 2, bring the word back to what
+// AllowAll wrote; the user denies. A twin store runs the same history
+// without the AllowAll: the refund fills the bucket and the spend of 2
+// empties it. Putting the old state back (1 left) would admit 3 at one
+// instant from the full bucket the refund left, against a Burst of 2.
+func MultiKeyUndoRefundABA(t *testing.T, open OpenCarry) {
+	orgP := keyrate.Policy{Name: "org", Limits: []keyrate.Limit{{Rate: 1, Per: time.Second, Burst: 2}}}
+	userP := keyrate.Policy{Name: "user", Limits: []keyrate.Limit{keyrate.PerHour(1)}}
+	var (
+		pls  [2]keyrate.PolicyLimiter
+		clks [2]*clock.Manual
+		org  [2]keyrate.Tier
+		user [2]keyrate.Tier
+	)
+	for i := range pls {
+		var tiers []keyrate.Tier
+		pls[i], clks[i], tiers = openCarry(t, open, keyrate.PerHour(100), userP, orgP)
+		user[i], org[i] = tiers[0], tiers[1]
+		if d, err := pls[i].AllowTier("org:acme", org[i], 2); !allowed(t, "the organisation's spend", d, err) {
+			t.Fatalf("the organisation's spend of 2 = %+v", d)
+		}
+		if d, err := pls[i].AllowTier("user:alice", user[i], 1); !allowed(t, "the user's spend", d, err) {
+			t.Fatalf("the user's spend = %+v", d)
+		}
+		clks[i].Advance(time.Second) // the organisation holds 1
+	}
+	race := func(i int) {
+		if err := pls[i].RefundTier("org:acme", org[i], 2); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := pls[i].AllowTier("org:acme", org[i], 2); !allowed(t, "the racing spend", d, err) {
+			t.Fatalf("store %d: the racing spend of 2 after the refund = %+v", i, d)
+		}
+	}
+	ran := afterFirstSpend(t, func() { race(0) })
+	ks := []keyrate.KeyCost{{Key: "org:acme", Tier: org[0], Cost: 1}, {Key: "user:alice", Tier: user[0], Cost: 1}}
+	d, err := keyrate.AllowAll(pls[0], ks)
+	if err != nil || d.Allowed || d.Index != 1 || !ran() {
+		t.Fatalf("AllowAll(org 1, user 1) = %+v, %v (race run: %v); want denied by the user, key 1", d, err, ran())
+	}
+	race(1) // the twin: the same refund and spend, no AllowAll
+	var admitted [2]int
+	for i := range pls {
+		for admitted[i] < 10 {
+			d, err := pls[i].AllowTier("org:acme", org[i], 1)
+			if !allowed(t, "the exhaust", d, err) {
+				break
+			}
+			admitted[i]++
+		}
+	}
+	if admitted[0] > admitted[1] {
+		t.Fatalf("after a denied AllowAll whose spend of the organisation a capped refund and a spend hid (the word came back), "+
+			"it admits %d more at that instant, 2 + %d from the full bucket the refund left (Burst 2); a twin store without the call admits %d: "+
+			"the undo put back a state the word no longer stood for", admitted[0], admitted[0], admitted[1])
 	}
 }

@@ -11,11 +11,13 @@
 // token bucket's theoretical arrival time, a window's index and count),
 // so the key is then exactly as if the spend had not been made, whatever
 // the clock did meanwhile. It mints nothing (the state put back is one
-// the key held, and nothing was decided on the word since but denies,
-// which write nothing), and leaves no lasting over-denial. If the word
-// moved (a spend, a refund, a sweep, a carry to another policy), the
-// spend is kept: the key is charged its cost, as if the request had been
-// allowed on it, until it refills.
+// the key held, and what ran on the word since added and took back exact
+// amounts), and leaves no lasting over-denial. If the word moved (a
+// spend, a sweep, a carry to another policy), or a refund ran on the
+// store meanwhile (a refund can give back less than its cost, and a spend
+// after it bring the word back: Refunds), the spend is kept: the key is
+// charged its cost, as if the request had been allowed on it, until it
+// refills.
 package multi
 
 import (
@@ -56,6 +58,9 @@ type Store[R any] interface {
 	// by value: a pointer passed through a type parameter's method
 	// escapes, and would cost an allocation a call.)
 	SpendKnown(key string, rs *rules.Rules, now uint64, cost int) (sp Spend[R], ok, hit bool)
+	// Refunds returns the store's guard, which its Refund and RefundTier
+	// go through.
+	Refunds() *Refunds
 	// Undo puts sp.Old back in the word of sp.Ref, atomically with
 	// reading it, if Spend.Restore allows it (the word still holds
 	// sp.New, and the slot or bucket is still the key's under the same
@@ -128,6 +133,8 @@ func AllowAll[R any, S Store[R]](s S, pols *rules.Policies, keys []keyrate.KeyCo
 		best  int // the index of the key left with the fewest tokens
 		least int // its tokens
 	)
+	g := s.Refunds()
+	begun, quiet := g.mark()
 	t := pols.Now()
 	hook := afterSpend.Load()
 	for i := range keys {
@@ -135,9 +142,7 @@ func AllowAll[R any, S Store[R]](s S, pols *rules.Policies, keys []keyrate.KeyCo
 		now := r.Ticks(t)
 		sp, ok, hit := s.SpendKnown(keys[i].Key, rss[i], now, keys[i].Cost)
 		if !hit || !ok {
-			for j := range i {
-				s.Undo(spent[j])
-			}
+			undo(g, s, begun, quiet, spent[:i])
 			if !hit {
 				return keyrate.MultiDecision{}, false, nil
 			}
