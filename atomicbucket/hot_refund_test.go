@@ -1,6 +1,10 @@
 package atomicbucket_test
 
 import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/keyrate/keyrate"
@@ -41,5 +45,55 @@ func TestHotRefundCapped(t *testing.T) {
 			t.Errorf("hot=%v: after a refund of the whole burst the key admitted %d with the clock stopped, want %d", hot, n, burst)
 		}
 		s.Close()
+	}
+}
+
+// TestHotRefundRace: goroutines released together on a hot key with the
+// clock stopped, each refunding every third token it was admitted while
+// the others take batches, end with admitted − refunded exactly Burst, at
+// every GOMAXPROCS: the refund's hold on the shards (hotshard.Key.Hold)
+// gives every batch back exactly and lets calls meanwhile spend from the
+// word, and two holds never wait on each other for good.
+func TestHotRefundRace(t *testing.T) {
+	for _, p := range []int{1, 2, 4, 8} {
+		t.Run(fmt.Sprintf("procs=%d", p), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
+			const burst = 1000
+			s, _ := hotStore(t, keyrate.PerSecond(1_000_000).WithBurst(burst), 16, 0)
+			var net atomic.Int64
+			var ready, done sync.WaitGroup
+			release := make(chan struct{})
+			for g := range 8 {
+				ready.Add(1)
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					ready.Done()
+					<-release
+					for i := range 400 {
+						if !s.Allow("hot") {
+							continue
+						}
+						net.Add(1)
+						if (g+i)%3 == 0 {
+							if err := s.Refund("hot", 1); err != nil {
+								t.Error(err)
+								return
+							}
+							net.Add(-1)
+						}
+					}
+				}()
+			}
+			ready.Wait()
+			close(release)
+			done.Wait()
+			for s.Allow("hot") {
+				net.Add(1)
+			}
+			if got := net.Load(); got != burst {
+				t.Fatalf("admitted less refunded = %d with the clock stopped, want exactly %d", got, burst)
+			}
+		})
 	}
 }

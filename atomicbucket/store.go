@@ -862,6 +862,12 @@ func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
+	if s.hot != nil { // a hot key's batches back in its word first, and none taken till done
+		if k := s.hot.find(key); k != nil {
+			k.Hold()
+			defer k.Release()
+		}
+	}
 	h := s.m.Hash(key)
 	sg := s.m.Segment(h)
 	for {

@@ -302,6 +302,41 @@ func (k *Key) Drain() bool {
 	return found
 }
 
+// Hold drains every shard as Drain does, but keeps each one claimed
+// until Release, so that no batch is taken from the key's word while the
+// caller changes it: a refund, which fills the word up to Burst, would
+// otherwise count a batch still in a shard as tokens the key lacks, and
+// the key would hold that batch on top of a full word. It claims the
+// shards in order, waiting out a claim in flight (a refill's or a drain's
+// is short; another Hold's ends at its Release), so two Holds never wait
+// on each other. Calls meanwhile are served from the word directly.
+func (k *Key) Hold() {
+	for i := range k.shards {
+		sh := &k.shards[i]
+		for {
+			w := sh.word.Load()
+			if w&claimBit != 0 {
+				runtime.Gosched()
+				continue
+			}
+			if sh.word.CompareAndSwap(w, (w&genMask)+genOne|claimBit) {
+				if w&liveBit != 0 {
+					sh.giveBack(w & countMask)
+				}
+				break
+			}
+		}
+	}
+}
+
+// Release lets go of the shards Hold claimed, empty.
+func (k *Key) Release() {
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.word.Store(sh.word.Load() & genMask)
+	}
+}
+
 // giveBack gives back to the batch's slot the u tokens it did not serve
 // and its cover still to come, end − t, at a reading t taken after loading
 // the slot, if t is within the batch's lifetime: a batch taken at t0,
