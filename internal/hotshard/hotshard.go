@@ -195,6 +195,9 @@ func (k *Key) Take(rs *rules.Rules, slot *casmap.Slot, now uint64, cost int, i u
 		if ok || st >= casmap.Moved {
 			return st, ok
 		}
+		if testHookDenied != nil {
+			testHookDenied()
+		}
 		if !k.Drain() {
 			return st, false
 		}
@@ -210,6 +213,10 @@ func (k *Key) Take(rs *rules.Rules, slot *casmap.Slot, now uint64, cost int, i u
 // testHookRetry, if set (by tests), runs when Take's drain found a shard
 // live or claimed and the call is about to try the word again.
 var testHookRetry func()
+
+// testHookDenied, if set (by tests), runs when Take's spend from the word
+// was denied, before its drain.
+var testHookDenied func()
 
 // spend spends cost tokens from slot at tick now, the store's loop.
 func spend(r *rules.Rule, slot *casmap.Slot, now uint64, cost int) (rules.State, bool) {
