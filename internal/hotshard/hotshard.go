@@ -178,7 +178,8 @@ func (k *Key) serveAt(i uint32, rs *rules.Rules, now uint64, cost int) bool {
 // finds: covers are charged per shard, and while k shards hold batches the
 // word loses k ticks a tick to them; see docs/design/hotkeys.md.) Before it
 // denies, it drains every shard, giving back what their batches did not
-// use, and tries again, until a pass finds every shard empty. It returns
+// use, and tries again, until a pass finds every shard empty, then tries
+// the word a last time. It returns
 // the shared state after the call and whether it allowed it, or the
 // sentinel (at or above casmap.Moved) it found in slot, having done
 // nothing.
@@ -199,7 +200,13 @@ func (k *Key) Take(rs *rules.Rules, slot *casmap.Slot, now uint64, cost int, i u
 			testHookDenied()
 		}
 		if !k.Drain() {
-			return st, false
+			// Every shard was empty when the pass looked at it, but a
+			// give-back that ended before then may have put its tokens in
+			// the word after the spend above read it (a shard stays
+			// claimed only until its tokens are back): read the word once
+			// more. Any batch the pass found was given back before it
+			// looked, so this read sees every token the shards held.
+			return spend(r, slot, now, cost)
 		}
 		if testHookRetry != nil {
 			testHookRetry()
