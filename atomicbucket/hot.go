@@ -43,8 +43,10 @@ type settings struct {
 // the tokens outside the shards (a lower bound), and a denial comes only
 // after the shards were given back, so its RetryAfter is the plain
 // store's. Reserve, ReserveTier, Wait and WaitTier give a hot key's shards
-// back first, then work as for any key; Peek, Refund and Cancel work on
-// the word alone (Peek's Remaining is then a lower bound too).
+// back first, then work as for any key; Refund and RefundTier give them
+// back and take no batch until the word is refilled, so that a refund
+// fills the key to its Burst and no further; Peek and Cancel work on the
+// word alone (Peek's Remaining is then a lower bound too).
 //
 // The default is none. Every call on a store with hot keys first looks
 // the key up among them (a few string comparisons, or a map lookup for

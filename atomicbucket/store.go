@@ -866,8 +866,14 @@ func (s *Store) refund(key string, rs *rules.Rules, cost int) error {
 	if err := rs.CheckCost(cost); err != nil || rs.Unlimited() {
 		return err
 	}
-	s.refunds.Begin()
+	s.refunds.Begin() // before the shards' hold: Begin waits for undos, which hold nothing
 	defer s.refunds.End()
+	if s.hot != nil { // a hot key's batches back in its word first, and none taken till done
+		if k := s.hot.find(key); k != nil {
+			k.Hold()
+			defer k.Release()
+		}
+	}
 	h := s.m.Hash(key)
 	sg := s.m.Segment(h)
 	for {

@@ -27,6 +27,7 @@ func RunPolicies(t *testing.T, b Bounded) {
 	t.Run("Unlimited", func(t *testing.T) { testUnlimited(t, b) })
 	t.Run("ConcurrentWindows", func(t *testing.T) { testConcurrentWindows(t, b) })
 	t.Run("ConcurrentRefunds", func(t *testing.T) { testConcurrentRefunds(t, b) })
+	t.Run("RefundCapsAtBurst", func(t *testing.T) { testRefundCapsAtBurst(t, b) })
 	t.Run("ConcurrentChanges", func(t *testing.T) { testConcurrentChanges(t, b) })
 	t.Run("MovedUnderCaller", func(t *testing.T) { testMovedUnderCaller(t, b) })
 	t.Run("ZeroAllocs", func(t *testing.T) { testPolicyZeroAllocs(t, b) })

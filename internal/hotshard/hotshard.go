@@ -178,7 +178,8 @@ func (k *Key) serveAt(i uint32, rs *rules.Rules, now uint64, cost int) bool {
 // finds: covers are charged per shard, and while k shards hold batches the
 // word loses k ticks a tick to them; see docs/design/hotkeys.md.) Before it
 // denies, it drains every shard, giving back what their batches did not
-// use, and tries again, until a pass finds every shard empty. It returns
+// use, and tries again, until a pass finds every shard empty, then tries
+// the word a last time. It returns
 // the shared state after the call and whether it allowed it, or the
 // sentinel (at or above casmap.Moved) it found in slot, having done
 // nothing.
@@ -195,8 +196,17 @@ func (k *Key) Take(rs *rules.Rules, slot *casmap.Slot, now uint64, cost int, i u
 		if ok || st >= casmap.Moved {
 			return st, ok
 		}
+		if testHookDenied != nil {
+			testHookDenied()
+		}
 		if !k.Drain() {
-			return st, false
+			// Every shard was empty when the pass looked at it, but a
+			// give-back that ended before then may have put its tokens in
+			// the word after the spend above read it (a shard stays
+			// claimed only until its tokens are back): read the word once
+			// more. Any batch the pass found was given back before it
+			// looked, so this read sees every token the shards held.
+			return spend(r, slot, now, cost)
 		}
 		if testHookRetry != nil {
 			testHookRetry()
@@ -210,6 +220,10 @@ func (k *Key) Take(rs *rules.Rules, slot *casmap.Slot, now uint64, cost int, i u
 // testHookRetry, if set (by tests), runs when Take's drain found a shard
 // live or claimed and the call is about to try the word again.
 var testHookRetry func()
+
+// testHookDenied, if set (by tests), runs when Take's spend from the word
+// was denied, before its drain.
+var testHookDenied func()
 
 // spend spends cost tokens from slot at tick now, the store's loop.
 func spend(r *rules.Rule, slot *casmap.Slot, now uint64, cost int) (rules.State, bool) {
@@ -300,6 +314,41 @@ func (k *Key) Drain() bool {
 		}
 	}
 	return found
+}
+
+// Hold drains every shard as Drain does, but keeps each one claimed
+// until Release, so that no batch is taken from the key's word while the
+// caller changes it: a refund, which fills the word up to Burst, would
+// otherwise count a batch still in a shard as tokens the key lacks, and
+// the key would hold that batch on top of a full word. It claims the
+// shards in order, waiting out a claim in flight (a refill's or a drain's
+// is short; another Hold's ends at its Release), so two Holds never wait
+// on each other. Calls meanwhile are served from the word directly.
+func (k *Key) Hold() {
+	for i := range k.shards {
+		sh := &k.shards[i]
+		for {
+			w := sh.word.Load()
+			if w&claimBit != 0 {
+				runtime.Gosched()
+				continue
+			}
+			if sh.word.CompareAndSwap(w, (w&genMask)+genOne|claimBit) {
+				if w&liveBit != 0 {
+					sh.giveBack(w & countMask)
+				}
+				break
+			}
+		}
+	}
+}
+
+// Release lets go of the shards Hold claimed, empty.
+func (k *Key) Release() {
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.word.Store(sh.word.Load() & genMask)
+	}
 }
 
 // giveBack gives back to the batch's slot the u tokens it did not serve

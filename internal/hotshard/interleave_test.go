@@ -85,3 +85,40 @@ func TestDenyWhileGivingBack(t *testing.T) {
 		t.Fatalf("a call during a drain's give-back was decided early (%v) or denied (allowed %v), with 5 tokens coming back", early.Load(), allowed.Load())
 	}
 }
+
+// TestDenyAfterGiveBackDuringDrain: a call whose spend from the word is
+// denied while another goroutine's drain is giving a batch back, and whose
+// own drain then finds every shard empty (that give-back finished in
+// between: its tokens are in the word now, after the spend read it), must
+// not deny: the word holds 5 tokens when the call's drain pass ends, and a
+// plain key would allow it. The hook runs the other drain, whole, right
+// after the call's spend is denied, every run; TestDenyWhileGivingBack
+// catches the same window only when the scheduler lands in it.
+func TestDenyAfterGiveBackDuringDrain(t *testing.T) {
+	clk := clock.NewManual(time.Hour)
+	rs, err := rules.NewRules(keyrate.Policy{Name: "p", Limits: []keyrate.Limit{keyrate.PerSecond(1000).WithBurst(100)}}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &rig{rs: rs, r: rs.Rule(0), k: NewKey(2, time.Second)}
+	g.k.fixed = 3
+	if !g.call(0, 1) { // shard 0: a batch of 3 (2 left) and a cover of 3
+		t.Fatal("the first call was denied")
+	}
+	now := g.r.Now()
+	old := g.slot.Load()
+	if !g.slot.CompareAndSwap(old, g.r.Encode(0, now)) { // the word empty
+		t.Fatal("emptying the word failed")
+	}
+	once := false
+	testHookDenied = func() {
+		if !once {
+			once = true
+			g.k.Drain() // another goroutine's drain, from its claim to its release
+		}
+	}
+	defer func() { testHookDenied = nil }()
+	if _, ok := g.k.Take(g.rs, &g.slot, now, 1, 1); !ok {
+		t.Fatal("a call was denied with 5 tokens back in the word before its drain pass found every shard empty")
+	}
+}
