@@ -33,7 +33,11 @@ type settings struct {
 // the word keeps half its burst; past that, calls spend from the word
 // directly, at the plain key's speed. A burst after a spell of sharded
 // load so finds about half the key's burst, and a key over its limit
-// loses about half a burst once (docs/design/hotkeys.md has the bounds).
+// loses about half a burst once, and so does a key whose segment is
+// rebuilt while its shards hold batches (docs/design/hotkeys.md has the
+// bounds). A time source that steps back can let a give-back return up to
+// a batch's worth too much (the exception docs/guides/contract.md lists;
+// the default clock never steps back).
 //
 // Sharding applies to a hot key under a one-window TokenBucket policy
 // whose rate refills at least one token a millisecond and whose burst is
