@@ -319,6 +319,12 @@ func TestLogExpiry(t *testing.T) {
 		t.Fatal("the first request was denied")
 	}
 	ttl, err := client.PTTL(ctx, prefix+"k").Result()
+	if err == nil && ttl == -2*time.Nanosecond { // gone already (go-redis reads PTTL's -2 as -2ns): a loaded machine took 50ms to ask
+		if now := serverTime(t, client); now-before < 50*time.Millisecond-time.Millisecond {
+			t.Fatalf("the key was gone %v after the spend, before its entry left the window", now-before)
+		}
+		return
+	}
 	if err != nil || ttl <= 0 || ttl > 50*time.Millisecond {
 		t.Fatalf("PTTL = %v, %v; want within (0, 50ms]", ttl, err)
 	}
