@@ -87,6 +87,45 @@ func TestDenyCacheFlood(t *testing.T) {
 	}
 }
 
+// TestDenyCacheFullBucket: a flood on one key more than a bucket of the
+// cache holds (WithDenyCache(2) is one bucket of 8) costs Redis one call
+// per request on the key left out, and no more: the keys the bucket holds
+// keep their entries while those deny, whether the keys' denials end at
+// the same moment or one after another. A cache that evicts a live entry
+// for the newcomer thrashes: the evicted key's next request evicts
+// another, so each round costs two calls or more.
+func TestDenyCacheFullBucket(t *testing.T) {
+	for _, stagger := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprint("stagger=", stagger), func(t *testing.T) {
+			client := newClient(t, server(t).Addr())
+			clk := clock.NewManual(unixStart)
+			s := mustNew(t, client, keyrate.PerSecond(1).WithBurst(1), redisbucket.WithTimeSource(clk),
+				redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout), redisbucket.WithDenyCache(2))
+			keys := make([]string, 9)
+			for i := range keys {
+				keys[i] = fmt.Sprint("key-", i)
+				if d, err := s.AllowN(keys[i], 1); err != nil || !d.Allowed {
+					t.Fatalf("AllowN(%q) = %+v, %v; want the burst's token", keys[i], d, err)
+				}
+				clk.Advance(stagger) // each key's token comes back this much later
+			}
+			const rounds = 4
+			calls := s.Stats().Calls
+			for round := range rounds {
+				for _, k := range keys {
+					if d, err := s.AllowN(k, 1); err != nil || d.Allowed {
+						t.Fatalf("round %d: AllowN(%q) = %+v, %v; want denied", round, k, d, err)
+					}
+				}
+			}
+			if got := s.Stats().Calls - calls; got != rounds {
+				t.Fatalf("%d rounds on %d keys of one bucket of %d sent %d calls to Redis; want %d, one a round for the key left out",
+					rounds, len(keys), len(keys)-1, got, rounds)
+			}
+		})
+	}
+}
+
 // TestDenyCacheServerTime: on the server's clock too, a flood on denied
 // keys costs Redis one call per key, and the denials are Redis's.
 func TestDenyCacheServerTime(t *testing.T) {
