@@ -45,7 +45,9 @@ const MaxDenyCacheKeys = 1 << 20
 // The cache is a fixed table of 8-way buckets, 4 to 8 pointers (32 to 64
 // bytes) per key of capacity, allocated by New; an entry (about 150 bytes)
 // exists only while a key is cached. A key it has no room for is answered
-// by Redis, as without the cache. keys is from 1 to MaxDenyCacheKeys. The default is no cache:
+// by Redis, as without the cache: a full bucket keeps its entries until
+// they expire, so that a flood on more keys than it holds does not evict
+// them in turn. keys is from 1 to MaxDenyCacheKeys. The default is no cache:
 // every request is a round trip.
 func WithDenyCache(keys int) keyrate.Option {
 	return config.StoreOption("redisbucket.WithDenyCache", func(s *settings) error {
@@ -129,30 +131,37 @@ func (c *denyCache) deny(key string, rs *rules.Rules, cost int, now time.Duratio
 // put caches st, the states of key under rs that Redis answered, as rs
 // reads them at reading off, at the local reading base: in the key's
 // entry if it has one, else in a free or expired slot of its bucket, else
-// in the slot that expires first.
+// nowhere. A bucket full of entries that still deny keeps them: evicting
+// one for the newcomer would send the evicted key's next request to Redis,
+// whose answer would evict another, so a flood on one key more than a
+// bucket holds would cost a call per round for two keys or more rather
+// than for the one left out.
 func (c *denyCache) put(key string, rs *rules.Rules, st []rules.State, off, base time.Duration) {
-	e := &denyEntry{key: key, rs: rs, base: base, off: off, n: len(st)}
-	copy(e.st[:], st)
-	e.until = base + (rs.SlotFor(st, off, 1) - off)
 	b := c.bucket(key)
-	victim, victimUntil, free := -1, time.Duration(0), false
+	slot := -1
 	for i := range b {
 		old := b[i].Load()
 		switch {
 		case old != nil && old.key == key:
-			e.key = old.key // the cache's own copy, made when the key came in
+			e := newDenyEntry(old.key, rs, st, off, base) // the cache's own copy of key, made when it came in
 			b[i].Store(e)
 			c.dropFrom(b, key, i+1) // a racing put may have left another
 			return
-		case free:
-		case old == nil || old.until <= base:
-			victim, free = i, true
-		case victim < 0 || old.until < victimUntil:
-			victim, victimUntil = i, old.until
+		case slot < 0 && (old == nil || old.until <= base):
+			slot = i
 		}
 	}
-	e.key = strings.Clone(key) // its own copy: key may share a far larger string's bytes
-	b[victim].Store(e)
+	if slot >= 0 {
+		b[slot].Store(newDenyEntry(strings.Clone(key), rs, st, off, base)) // its own copy: key may share a far larger string's bytes
+	}
+}
+
+// newDenyEntry returns put's entry for key.
+func newDenyEntry(key string, rs *rules.Rules, st []rules.State, off, base time.Duration) *denyEntry {
+	e := &denyEntry{key: key, rs: rs, base: base, off: off, n: len(st)}
+	copy(e.st[:], st)
+	e.until = base + (rs.SlotFor(st, off, 1) - off)
+	return e
 }
 
 // drop removes key's entries, if any.

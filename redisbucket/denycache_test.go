@@ -26,8 +26,9 @@ func evalCount(log *commandLog, n int) int {
 
 // TestDenyCacheFlood: under a flood of requests on 1 000 keys whose
 // buckets are empty, Redis sees one call per key per retry interval
-// (counted by a go-redis hook), give or take the few keys a full bucket
-// of the cache has no room for; every key's first request once its token
+// (counted by a go-redis hook), and one per request on the few keys a
+// full bucket of the cache has no room for (counted from the cache's own
+// layout, since its hash seed is random); every key's first request once its token
 // is back reaches Redis and is allowed (the cache denies no longer than
 // Redis would); every request the cache answers is denied, with the
 // Decision Redis would give.
@@ -44,8 +45,17 @@ func TestDenyCacheFlood(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprint("key-", i)
 	}
+	if _, err := ref.AllowN("load", 1); err != nil { // loads the script: each call below is one EVALSHA
+		t.Fatal(err)
+	}
 	const rounds = 5
-	maxCalls := floodKeys + floodKeys/50 // a bucket of the cache may overflow
+	// A bucket of the cache may overflow: a key it has no room for goes
+	// to Redis in every round.
+	overflow := redisbucket.DenyCacheOverflow(s, keys)
+	if overflow > floodKeys/50 {
+		t.Fatalf("the deny cache of %d keys has no room for %d of them", floodKeys, overflow)
+	}
+	maxCalls := floodKeys + (rounds-1)*overflow
 	for interval := range 3 {
 		n, local := log.len(), s.Stats().DeniedLocally
 		for round := range rounds {
@@ -63,7 +73,7 @@ func TestDenyCacheFlood(t *testing.T) {
 			}
 		}
 		calls := evalCount(&log, n)
-		t.Logf("interval %d: %d requests, %d calls to Redis, %d denied locally", interval, rounds*floodKeys, calls, s.Stats().DeniedLocally-local)
+		t.Logf("interval %d: %d requests, %d calls to Redis (%d keys left out), %d denied locally", interval, rounds*floodKeys, calls, overflow, s.Stats().DeniedLocally-local)
 		if calls < floodKeys || calls > maxCalls {
 			t.Fatalf("interval %d: Redis saw %d calls for %d requests on %d keys; want from %d to %d", interval, calls, rounds*floodKeys, floodKeys, floodKeys, maxCalls)
 		}
@@ -87,6 +97,45 @@ func TestDenyCacheFlood(t *testing.T) {
 	}
 }
 
+// TestDenyCacheFullBucket: a flood on one key more than a bucket of the
+// cache holds (WithDenyCache(2) is one bucket of 8) costs Redis one call
+// per request on the key left out, and no more: the keys the bucket holds
+// keep their entries while those deny, whether the keys' denials end at
+// the same moment or one after another. A cache that evicts a live entry
+// for the newcomer thrashes: the evicted key's next request evicts
+// another, so each round costs two calls or more.
+func TestDenyCacheFullBucket(t *testing.T) {
+	for _, stagger := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprint("stagger=", stagger), func(t *testing.T) {
+			client := newClient(t, server(t).Addr())
+			clk := clock.NewManual(unixStart)
+			s := mustNew(t, client, keyrate.PerSecond(1).WithBurst(1), redisbucket.WithTimeSource(clk),
+				redisbucket.WithPrefix(uniquePrefix(t)), redisbucket.WithTimeout(slowTimeout), redisbucket.WithDenyCache(2))
+			keys := make([]string, 9)
+			for i := range keys {
+				keys[i] = fmt.Sprint("key-", i)
+				if d, err := s.AllowN(keys[i], 1); err != nil || !d.Allowed {
+					t.Fatalf("AllowN(%q) = %+v, %v; want the burst's token", keys[i], d, err)
+				}
+				clk.Advance(stagger) // each key's token comes back this much later
+			}
+			const rounds = 4
+			calls := s.Stats().Calls
+			for round := range rounds {
+				for _, k := range keys {
+					if d, err := s.AllowN(k, 1); err != nil || d.Allowed {
+						t.Fatalf("round %d: AllowN(%q) = %+v, %v; want denied", round, k, d, err)
+					}
+				}
+			}
+			if got := s.Stats().Calls - calls; got != rounds {
+				t.Fatalf("%d rounds on %d keys of one bucket of %d sent %d calls to Redis; want %d, one a round for the key left out",
+					rounds, len(keys), len(keys)-1, got, rounds)
+			}
+		})
+	}
+}
+
 // TestDenyCacheServerTime: on the server's clock too, a flood on denied
 // keys costs Redis one call per key, and the denials are Redis's.
 func TestDenyCacheServerTime(t *testing.T) {
@@ -101,7 +150,8 @@ func TestDenyCacheServerTime(t *testing.T) {
 		s.Allow(keys[i]) // empties it: cached, since no token is left
 	}
 	n := log.len()
-	for range 10 {
+	const rounds = 10
+	for range rounds {
 		for _, k := range keys {
 			d, err := s.AllowN(k, 1)
 			if err != nil || d.Allowed || d.RetryAfter <= 59*time.Minute || d.RetryAfter > time.Hour {
@@ -109,8 +159,12 @@ func TestDenyCacheServerTime(t *testing.T) {
 			}
 		}
 	}
-	if calls := evalCount(&log, n); calls > len(keys)/10 {
-		t.Fatalf("Redis saw %d calls for 1000 requests on %d denied keys; want at most %d", calls, len(keys), len(keys)/10)
+	// Only a key that a full bucket of the cache has no room for (its hash
+	// seed is random) is asked of Redis, once a round.
+	overflow := redisbucket.DenyCacheOverflow(s, keys)
+	if calls := evalCount(&log, n); calls > rounds*overflow {
+		t.Fatalf("Redis saw %d calls for %d requests on %d denied keys, %d of them left out of the cache; want at most %d",
+			calls, rounds*len(keys), len(keys), overflow, rounds*overflow)
 	}
 }
 

@@ -66,3 +66,18 @@ func ScriptWindow(l keyrate.Limit) (desc string, args []any) {
 
 // KeySlot is keySlot: the Redis Cluster hash slot of a Redis key.
 var KeySlot = keySlot
+
+// DenyCacheOverflow returns how many of keys s's deny cache has no room
+// for when all of them are cached at once: over every bucket, the keys
+// its hash puts there beyond the bucket's denyWays.
+func DenyCacheOverflow(s *Store, keys []string) int {
+	n := make(map[*denyBucket]int)
+	for _, k := range keys {
+		n[s.deny.bucket(k)]++
+	}
+	over := 0
+	for _, c := range n {
+		over += max(c-denyWays, 0)
+	}
+	return over
+}

@@ -13,17 +13,28 @@ import (
 )
 
 // Cluster is a Redis Cluster of masters only, each a redis-server on a
-// free loopback port, made with redis-cli --cluster create. Its node
-// timeout is short (clusterNodeTimeout), so a killed master is marked
-// failed within about a second, and it keeps serving the slots of the
-// masters that are up (cluster-require-full-coverage no).
+// free loopback port, made with redis-cli --cluster create. It keeps
+// serving the slots of the masters that are up when one is killed
+// (cluster-require-full-coverage no), and its node timeout is long
+// (clusterNodeTimeout), so that no node is ever taken for failed by one
+// that is merely slow.
 type Cluster struct {
 	// Nodes are the masters, in the order redis-cli was given them.
 	Nodes []*Server
 }
 
-// clusterNodeTimeout is the cluster-node-timeout of every node, in ms.
-const clusterNodeTimeout = "500"
+// clusterNodeTimeout is the cluster-node-timeout of every node, in ms. A
+// node that has not answered a peer's ping for this long is taken for
+// failing, and a master that takes fewer than a majority of the masters
+// for up answers every command with "CLUSTERDOWN The cluster is down",
+// until some time (up to 5 s) after they are back: with one of three
+// masters killed, a survivor that misses the other's pong for this long
+// does so. On a loaded machine a process may well stall for the half
+// second this was (a SIGSTOP of a second does it at once), so it is far
+// longer than any stall a test run sees. Nothing waits for a killed
+// master to be marked failed: a call to it fails at once, on its closed
+// port.
+const clusterNodeTimeout = "30000"
 
 // Addrs returns the masters' addresses.
 func (c *Cluster) Addrs() []string {
@@ -130,19 +141,24 @@ func newCluster(bin, cli string, masters int) (*Cluster, error) {
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		return c, fmt.Errorf("redis-cli --cluster create: %v\n%s", err, out)
 	}
+	// Every node must be ok in one pass: a node may leave the ok state
+	// again while another is polled.
+	want := []string{"cluster_state:ok\r\n", "cluster_slots_ok:16384\r\n", "cluster_known_nodes:" + strconv.Itoa(masters) + "\r\n"}
 	deadline := time.Now().Add(time.Minute)
-	for _, n := range c.Nodes {
-		for {
+	for ok := false; !ok; {
+		ok = true
+		for _, n := range c.Nodes {
 			info, err := command(n.Addr(), 10*time.Second, "CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, "cluster_slots_ok:16384") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(masters)+"\r\n") {
-				break
+			for _, w := range want {
+				ok = ok && err == nil && strings.Contains(info, w)
+			}
+			if ok {
+				continue
 			}
 			if time.Now().After(deadline) {
 				return c, fmt.Errorf("the cluster is not ok at %s within a minute: %q, %v", n.Addr(), info, err)
 			}
-			// Poll again: the nodes take a moment to agree.
+			break // poll again from the first node: the nodes take a moment to agree
 		}
 	}
 	return c, nil
