@@ -346,19 +346,7 @@ func shardKey(k string) string {
 // (XMODEM) modulo 16384 of its hash tag, the part between its first "{"
 // and the next "}" if that is not empty, or else of k whole.
 func keySlot(k string) int {
-	for i := 0; i < len(k); i++ {
-		if k[i] == '{' {
-			for j := i + 1; j < len(k); j++ {
-				if k[j] == '}' {
-					if j > i+1 {
-						k = k[i+1 : j]
-					}
-					break
-				}
-			}
-			break
-		}
-	}
+	k = shardKey(k)
 	var crc uint16
 	for i := 0; i < len(k); i++ {
 		crc ^= uint16(k[i]) << 8
