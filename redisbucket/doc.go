@@ -222,12 +222,31 @@
 //
 // Store.Inflight returns an InflightStore, a fleet-wide concurrency limit
 // (an inflight.Limiter, which httplimit and grpclimit take): at most N
-// slots held per key across every process, each an entry of the key's
-// sorted set that one script adds (after dropping the entries whose lease
-// ended) and one ZREM removes. A holder that dies without releasing frees
-// its slot when its lease ends: the lease is the bound on over-holding,
-// and should exceed the longest request. It shares the Store's client,
+// slots held per key across every process. It shares the Store's client,
 // timeout, breaker and failure policy.
+//
+// A key is one sorted set of its holders, each scored with the time its
+// lease ends. An acquire is one script: drop the holders whose lease has
+// ended, and if fewer than the limit remain add a new one (a random ID) at
+// now plus the lease, on the server's clock (TIME, or WithTimeSource's);
+// the key then expires a lease after its last acquire, so idle keys
+// vanish. A release is one ZREM of the holder, which is idempotent by
+// nature: a second one removes nothing.
+//
+// A holder that dies without releasing (a crashed process, a lost
+// release) frees its slot when its lease ends: the lease is the bound on
+// over-holding, and should exceed the longest request; a request that runs
+// longer than its lease stops counting then, and another may take its
+// slot. A release that Redis does not answer goes to the WithOnError
+// callback, and its slot stays held until its lease ends.
+//
+// When Redis does not answer an acquire, the failure policy answers:
+// FailClosed gives no slot and an error wrapping ErrUnavailable
+// (httplimit and grpclimit then answer 503 / Unavailable); FailOpen a slot
+// that holds nothing; FallbackLocal a slot of an in-process inflight.Store
+// of the same limit, per process: so up to the limit times the processes
+// fleet-wide while Redis is down, and, as Redis comes back, the fallback's
+// holders beside the limit in Redis until they release.
 //
 // # Pipelining
 //

@@ -28,33 +28,20 @@ const (
 // at most Limit() slots held per key at once, across every process that
 // uses the same Redis and prefix. Make one with Store.Inflight; it shares
 // the Store's client, timeout, circuit breaker, failure policy, error
-// callback, time source, hash tag and Stats.
-//
-// A key is one sorted set of its holders, each scored with the time its
-// lease ends. An acquire is one script: drop the holders whose lease has
-// ended, and if fewer than the limit remain add a new one (a random ID) at
-// now plus the lease, on the server's clock (TIME, or WithTimeSource's);
-// the key then expires a lease after its last acquire, so idle keys
-// vanish. A release is one ZREM of the holder, which is idempotent by
-// nature: a second one removes nothing.
+// callback, time source, hash tag and Stats. An acquire is one script call
+// and a release one ZREM (the package documentation's "Requests in flight"
+// has the layout).
 //
 // The lease bounds over-holding: a holder that dies without releasing
-// (a crashed process, a lost release) frees its slot when its lease ends.
-// It also bounds what a slot guarantees: a request that runs longer than
-// the lease stops counting then, and another may take its slot. Set the
-// lease above your longest request (a server's write timeout, a
-// handler's deadline).
+// frees its slot when its lease ends. It also bounds what a slot
+// guarantees: a request that runs longer than the lease stops counting
+// then. Set the lease above your longest request (a server's write
+// timeout, a handler's deadline).
 //
 // When Redis does not answer, the Store's FailurePolicy answers: under
-// FailClosed an acquire gets no slot and an error wrapping ErrUnavailable
-// (httplimit and grpclimit then answer 503 / Unavailable); under FailOpen
-// a slot that holds nothing; under FallbackLocal a slot of an in-process
-// inflight.Store of the same limit, per process (so up to the limit times
-// the processes fleet-wide while Redis is down, and, as Redis comes back,
-// the fallback's holders beside the limit in Redis until they release).
-// A release that Redis does
-// not answer goes to the WithOnError callback, and its slot stays held
-// until its lease ends.
+// FailClosed no slot and an error wrapping ErrUnavailable, under FailOpen
+// a slot that holds nothing, under FallbackLocal a slot of an in-process
+// inflight.Store of the same limit, per process.
 type InflightStore struct {
 	s        *Store
 	prefix   string
