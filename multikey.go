@@ -53,7 +53,9 @@ type MultiDecision struct {
 // is decided inside the store: it spends the keys in the caller's order,
 // and if a key denies, puts back each earlier key's state as it was
 // before the spend, exactly, where its state still holds what the spend
-// wrote (nobody spent, refunded, swept or moved it since). A state is
+// wrote (nobody spent, refunded, swept or moved it since) and no Refund
+// ran on the store, on any key, during the call (a refund capped at Burst
+// could make the put-back mint a token: docs/guides/policies.md). A state is
 // absolute (a token bucket's theoretical arrival time, a window's count),
 // so a key put back is as if the request had never touched it, whatever
 // the clock did meanwhile: no lasting over-denial, and nothing minted.
@@ -79,7 +81,8 @@ type MultiDecision struct {
 //     allowed had this call been denied, for the length of the call (the
 //     transient window, on either path).
 //   - A key spent before the denier whose state another request touched
-//     meanwhile (inside a store), or any key spent before a denier that
+//     meanwhile, or spent while a Refund ran on the store (inside a
+//     store), or any key spent before a denier that
 //     another request drained after the check (in turn), keeps its spend:
 //     nothing is given back, because a refund made at a later clock
 //     reading than its spend can hand back tokens the key would have
