@@ -2,6 +2,7 @@ package inflight_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/keyrate/keyrate/inflight"
@@ -47,4 +48,36 @@ func ExampleWithReserved() {
 	}
 	// Output:
 	// true true false true
+}
+
+// Acquire waits for a slot until its context is done: a release wakes it.
+// A context that ends first gets the zero Slot and an error wrapping the
+// context's.
+func ExampleStore_Acquire() {
+	lim, err := inflight.New(1)
+	if err != nil {
+		panic(err)
+	}
+	held, _ := lim.TryAcquire("alice")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = lim.Acquire(ctx, "alice") // the key is at its limit, and ctx is done
+	fmt.Println(errors.Is(err, context.Canceled))
+
+	got := make(chan inflight.Slot)
+	go func() {
+		s, err := lim.Acquire(context.Background(), "alice") // waits for held's release
+		if err != nil {
+			panic(err)
+		}
+		got <- s
+	}()
+	held.Release()
+	s := <-got
+	fmt.Println(s.Acquired())
+	s.Release()
+	// Output:
+	// true
+	// true
 }
