@@ -44,52 +44,32 @@ type MultiDecision struct {
 // own tier's policy, all or nothing: the request is allowed, and spends
 // every key's cost, only if every key holds its cost; a denied request
 // spends from none of them (but see the races below). It is a function of
-// any PolicyLimiter rather than a method so that every store, redisbucket
-// included, has it from the calls it already makes (a Redis store that
-// can decide the keys in one script call offers that too).
+// any PolicyLimiter, so every store has it; redisbucket's Store also
+// offers its own, one script call where the keys share a slot.
 //
 // On the in-process stores (atomicbucket, mutexbucket, striped), a
-// request whose keys the store holds, each under a policy of one window,
-// is decided inside the store: it spends the keys in the caller's order,
-// and if a key denies, puts back each earlier key's state as it was
-// before the spend, exactly, where its state still holds what the spend
-// wrote (nobody spent, refunded, swept or moved it since) and no Refund
-// ran on the store, on any key, during the call (a refund capped at Burst
-// could make the put-back mint a token: docs/guides/policies.md). A state is
-// absolute (a token bucket's theoretical arrival time, a window's count),
-// so a key put back is as if the request had never touched it, whatever
-// the clock did meanwhile: no lasting over-denial, and nothing minted.
-// The key named on a deny is then the first in the caller's order that
-// lacks its cost. A two-key call costs 2.0–2.2× one AllowTier in
-// instructions (docs/guides/policies.md has the figures).
+// request whose keys the store holds, each
+// under a policy of one window, is decided inside the store: it spends the
+// keys in the caller's order and, if a key denies, puts each earlier key's
+// state back exactly as it was, unless the state moved since (another
+// request spent, refunded, swept or moved the key) or a Refund ran on the
+// store during the call. Every other request (a new key, several windows,
+// a sliding log, an unlimited tier, a store with an observer, any other
+// store) is decided in turn: every key but the last checked with PeekTier,
+// then each spent with AllowTier (a key the check found short first, else
+// the last key, whose spend is its check, then the rest, least to spare
+// first).
+// docs/guides/policies.md has the mechanics and the costs (a two-key call,
+// 2.0–2.2× one AllowTier in instructions).
 //
-// Every other request (a new key, a key under another policy than its
-// tier's, several windows, a sliding log, an unlimited tier, a store with
-// an observer, any other store) is decided in turn: it checks every key
-// but the last (PolicyLimiter.PeekTier, which spends nothing), then
-// spends them one by one with AllowTier: a checked key that does not hold
-// its cost first, else the last key (its spend is its check), then the
-// other keys, the least to spare first. So a request a key's limit
-// denies (or that a key refuses with an error) before anything was spent
-// spends nothing. Either way each spend is the store's own, so every key
-// keeps its bound, Burst + Rate·T/Per over any interval T, however many
-// calls run at once, whatever the tier moves and evictions.
-//
-// Two effects of deciding the keys in turn, each bounded by the costs:
-//   - While the call runs, a key already spent holds its cost less: a
-//     concurrent request on that key may be denied that would have been
-//     allowed had this call been denied, for the length of the call (the
-//     transient window, on either path).
-//   - A key spent before the denier whose state another request touched
-//     meanwhile, or spent while a Refund ran on the store (inside a
-//     store), or any key spent before a denier that
-//     another request drained after the check (in turn), keeps its spend:
-//     nothing is given back, because a refund made at a later clock
-//     reading than its spend can hand back tokens the key would have
-//     refilled anyway, which over-admits (a bucket near full at the
-//     spend, refilling while other requests drain it). Each such key is
-//     charged as if the request had been allowed on it: its cost, once.
-//     AllowAll never over-admits, and over-denies only on such a race.
+// Every spend is the store's own, so every key keeps its bound,
+// Burst + Rate·T/Per over any interval T, under any concurrency. The
+// races cost over-denial only, bounded by the costs: while a call runs, a
+// key it has spent holds its cost less (the transient window); and a key
+// spent before the denier that could not be put back (its state moved, a
+// refund ran, or in turn another request drained it after the check)
+// keeps its spend, charged its cost once, as if allowed. It is never
+// refunded: a refund at a later clock reading than the spend can over-admit.
 //
 // It returns an error, and spends nothing, wrapping ErrInvalidKeys for an
 // empty list, more than MaxKeys keys or a key given twice, ErrInvalidCost
