@@ -37,10 +37,10 @@
 // copy after the holder was reused by another acquire, do nothing. A key
 // with traffic keeps one idle holder (24 bytes) until it is swept.
 //
-// Idle keys (none held) are swept when the map has doubled since the last
-// sweep, by the acquire that adds a key: the cost is amortised over new
-// keys, and memory stays within twice the keys in use plus the idle ones
-// since the last sweep. A sweep retires a key's count by swapping 0 for a
+// Idle keys (none held) are swept by the acquire that adds a key once the
+// map holds twice the keys the last sweep kept, and at least 1024: the
+// cost is amortised over new keys, and the map stays near that size. A
+// sweep retires a key's count by swapping 0 for a
 // dead mark before it deletes the key; an acquire that meets the mark looks
 // the key up again, so an acquire racing a sweep never counts into a
 // deleted key, and eviction never changes a decision.

@@ -179,7 +179,8 @@ func (s *Store) acquire(key string, limit int64) (*keyState, bool) {
 }
 
 // insert returns key's state, adding a new one if the key has none, and
-// sweeps idle keys when the map has doubled since the last sweep.
+// sweeps idle keys once the map holds twice the keys the last sweep kept
+// (and at least minSweep).
 func (s *Store) insert(key string) *keyState {
 	st, loaded := s.keys.LoadOrCompute(key, func() *keyState { return new(keyState) })
 	if !loaded && int64(s.keys.Size()) >= s.sweep.next.Load() {
