@@ -98,7 +98,9 @@ type PolicyLimiter interface {
 	// the store does not track is full and gains nothing. It returns an
 	// error wrapping ErrInvalidCost for cost < 1 and ErrCostExceedsBurst
 	// for a cost above the smallest Burst (more than one request could
-	// have spent).
+	// have spent). On the in-process stores a Refund, on any key, waits
+	// for the AllowAll undos in flight and keeps the AllowAll calls then
+	// running from undoing their spends (see AllowAll).
 	Refund(key string, cost int) error
 
 	// RefundTier is Refund under tier's policy.
