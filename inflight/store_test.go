@@ -340,3 +340,20 @@ func TestAcquireWaiterOnSweptKey(t *testing.T) {
 		t.Fatalf("Held(k) = %d after every release, want 0", h)
 	}
 }
+
+// TestAcquireBadKeyDoneContext: an invalid key is named as such whatever
+// the context: a done one does not hide it behind its own error.
+func TestAcquireBadKeyDoneContext(t *testing.T) {
+	s, err := inflight.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, key := range []string{"", string(make([]byte, inflight.MaxKeyLen+1))} {
+		slot, err := s.Acquire(ctx, key)
+		if !errors.Is(err, keyrate.ErrInvalidKey) || errors.Is(err, context.Canceled) || slot.Acquired() {
+			t.Fatalf("Acquire(done ctx, a key of %d bytes) = %v, %v; want an error wrapping keyrate.ErrInvalidKey alone", len(key), slot.Acquired(), err)
+		}
+	}
+}

@@ -16,6 +16,9 @@ import (
 // A nil ctx is context.Background(): a wait with no end. A ctx marked by
 // Critical may take the slots WithReserved keeps.
 func (s *Store) Acquire(ctx context.Context, key string) (Slot, error) {
+	if err := checkKey(key); err != nil { // before ctx's: bad input names itself, whatever ctx is
+		return Slot{}, err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
