@@ -112,6 +112,12 @@ func cliBinary(tb testing.TB) string {
 	return cli
 }
 
+// clusterStartLimit bounds redis-cli --cluster create, and then the wait
+// for every node to be ok: a limit, not a wait (both end as soon as they
+// can), generous because on a 2-core machine under a load of 20 the
+// create alone once took more than a minute.
+const clusterStartLimit = 3 * time.Minute
+
 // newCluster starts masters nodes in cluster mode and joins them with
 // redis-cli --cluster create, then waits until every node sees every slot
 // served and every node known. On error it returns the nodes it started,
@@ -136,7 +142,7 @@ func newCluster(bin, cli string, masters int) (*Cluster, error) {
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterStartLimit)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		return c, fmt.Errorf("redis-cli --cluster create: %v\n%s", err, out)
@@ -144,7 +150,7 @@ func newCluster(bin, cli string, masters int) (*Cluster, error) {
 	// Every node must be ok in one pass: a node may leave the ok state
 	// again while another is polled.
 	want := []string{"cluster_state:ok\r\n", "cluster_slots_ok:16384\r\n", "cluster_known_nodes:" + strconv.Itoa(masters) + "\r\n"}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(clusterStartLimit)
 	for ok := false; !ok; {
 		ok = true
 		for _, n := range c.Nodes {
@@ -156,9 +162,12 @@ func newCluster(bin, cli string, masters int) (*Cluster, error) {
 				continue
 			}
 			if time.Now().After(deadline) {
-				return c, fmt.Errorf("the cluster is not ok at %s within a minute: %q, %v", n.Addr(), info, err)
+				return c, fmt.Errorf("the cluster is not ok at %s within %v: %q, %v", n.Addr(), clusterStartLimit, info, err)
 			}
-			break // poll again from the first node: the nodes take a moment to agree
+			// Poll again from the first node, after a pause that leaves
+			// the nodes the CPU to agree on a loaded machine.
+			time.Sleep(10 * time.Millisecond)
+			break
 		}
 	}
 	return c, nil
