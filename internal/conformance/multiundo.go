@@ -52,16 +52,8 @@ func MultiKeyUndoExact(t *testing.T, open OpenCarry) {
 			orgL := keyrate.Limit{Rate: 4, Per: time.Second, Burst: 4, Algorithm: alg}
 			orgP := keyrate.Policy{Name: "org", Limits: []keyrate.Limit{orgL}}
 			userP := keyrate.Policy{Name: "user", Limits: []keyrate.Limit{keyrate.PerHour(1)}}
-			var (
-				pls  [2]keyrate.PolicyLimiter
-				clks [2]*clock.Manual
-				org  [2]keyrate.Tier
-				user [2]keyrate.Tier
-			)
+			pls, clks, user, org := twinStores(t, open, userP, orgP) // a window starts at the clock's reading
 			for i := range pls {
-				var tiers []keyrate.Tier
-				pls[i], clks[i], tiers = openCarry(t, open, keyrate.PerHour(100), userP, orgP) // a window starts at the clock's reading
-				user[i], org[i] = tiers[0], tiers[1]
 				// The same history: the organisation spends 2 of 4, the
 				// user its only token, 900ms into the window.
 				clks[i].Advance(900 * time.Millisecond)
@@ -209,16 +201,8 @@ func MultiKeyUndoCallerOrder(t *testing.T, open OpenCarry) {
 func MultiKeyUndoRefundABA(t *testing.T, open OpenCarry) {
 	orgP := keyrate.Policy{Name: "org", Limits: []keyrate.Limit{{Rate: 1, Per: time.Second, Burst: 2}}}
 	userP := keyrate.Policy{Name: "user", Limits: []keyrate.Limit{keyrate.PerHour(1)}}
-	var (
-		pls  [2]keyrate.PolicyLimiter
-		clks [2]*clock.Manual
-		org  [2]keyrate.Tier
-		user [2]keyrate.Tier
-	)
+	pls, clks, user, org := twinStores(t, open, userP, orgP)
 	for i := range pls {
-		var tiers []keyrate.Tier
-		pls[i], clks[i], tiers = openCarry(t, open, keyrate.PerHour(100), userP, orgP)
-		user[i], org[i] = tiers[0], tiers[1]
 		if d, err := pls[i].AllowTier("org:acme", org[i], 2); !allowed(t, "the organisation's spend", d, err) {
 			t.Fatalf("the organisation's spend of 2 = %+v", d)
 		}
@@ -257,4 +241,17 @@ func MultiKeyUndoRefundABA(t *testing.T, open OpenCarry) {
 			"it admits %d more at that instant, 2 + %d from the full bucket the refund left (Burst 2); a twin store without the call admits %d: "+
 			"the undo put back a state the word no longer stood for", admitted[0], admitted[0], admitted[1])
 	}
+}
+
+// twinStores opens two stores of open, each with the policies userP and
+// orgP (tiers user and org) and its own manual clock: one runs a history
+// with an AllowAll, its twin the same history without.
+func twinStores(t *testing.T, open OpenCarry, userP, orgP keyrate.Policy) (pls [2]keyrate.PolicyLimiter, clks [2]*clock.Manual, user, org [2]keyrate.Tier) {
+	t.Helper()
+	for i := range pls {
+		var tiers []keyrate.Tier
+		pls[i], clks[i], tiers = openCarry(t, open, keyrate.PerHour(100), userP, orgP)
+		user[i], org[i] = tiers[0], tiers[1]
+	}
+	return pls, clks, user, org
 }
