@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -32,10 +33,15 @@ import (
 // ends hands to the oldest in its server's queue. The call given a turn
 // leads: it takes the queue (up to max calls, itself first), sends it as
 // one pipeline, hands the turn on, and wakes each call with its reply.
-// Every call in a pipeline is bounded by the leader's deadline, which,
-// the leader being the oldest, comes first; a leader whose caller's own
-// deadline is shorter than the store's timeout sends itself alone, so
-// that no caller's haste fails the calls of others.
+// Every call in a pipeline is bounded by the leader's deadline. A queued
+// call goes in a pipeline only if that deadline is at or past the middle
+// of its own wait (from joining the queue to its own deadline): so a
+// caller's haste (a deadline far shorter than others') fails no call
+// before it has had half its time, and callers whose deadlines are alike
+// (a proxy's timeout on every request, or the store's) share pipelines
+// as freely as the oldest-first order allows. A call that joined the
+// queue with no deadline, which the store never makes, joins any
+// pipeline.
 //
 // A waiting call whose context ends returns at once. If it was still
 // queued it leaves the queue; if it was taken into a pipeline, the
@@ -70,7 +76,8 @@ type turns struct {
 // waiter is one queued call.
 type waiter struct {
 	ctx   context.Context // the call's, bounded by the store's timeout
-	alone bool            // the caller's deadline is shorter than the timeout (or its server unknown): never with others
+	mid   time.Time       // the middle of its wait, from joining the queue to its deadline: the earliest pipeline deadline it accepts
+	solo  bool            // its server is unknown: never with others
 	node  *redis.Client   // the server the call's key is on (batcher.node), whose turns it takes; nil: the one server, or unknown
 	cmd   *redis.IntSliceCmd
 	state wstate        // guarded by batcher.mu
@@ -111,24 +118,28 @@ func newBatcher(slots, max int, ds *deadlines, c redis.UniversalClient) *batcher
 }
 
 // process sends cmd through c, bounded by ctx, straight out or in a
-// pipeline. alone says the caller's own deadline is shorter than the
-// store's timeout. It returns cmd's error, or ctx's if ctx ended first;
-// and whether cmd's arguments may be reused (not if a pipeline that may
+// pipeline. It returns cmd's error, or ctx's if ctx ended first; and
+// whether cmd's arguments may be reused (not if a pipeline that may
 // still be writing them holds cmd).
-func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd, alone bool) (err error, reuse bool) {
+func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd) (err error, reuse bool) {
 	var node *redis.Client
+	solo := false
 	if b.node != nil { // outside the mutex: it may wait for the cluster's slot map
 		key, _ := cmd.Args()[3].(string)
 		var err error
 		if node, err = b.node(ctx, key); err != nil || node == nil {
-			node, alone = nil, true // the unknown servers' turns, and never with others
+			node, solo = nil, true // the unknown servers' turns, and never with others
 		}
 	}
 	if b.take(node, nil) {
 		return b.straight(ctx, c, node, cmd), true
 	}
 	w := waiterPool.Get().(*waiter)
-	w.ctx, w.alone, w.node, w.cmd, w.state = ctx, alone, node, cmd, queued
+	w.ctx, w.solo, w.node, w.cmd, w.state = ctx, solo, node, cmd, queued
+	if d, ok := ctx.Deadline(); ok {
+		now := time.Now()
+		w.mid = now.Add(d.Sub(now) / 2)
+	}
 	if b.take(node, w) { // a turn came free meanwhile
 		*w = waiter{wake: w.wake}
 		waiterPool.Put(w)
@@ -264,14 +275,15 @@ func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 	bt := batchPool.Get().(*batch)
 	bt.ws = append(bt.ws[:0], w)
 	b.mu.Lock()
-	if !w.alone && w.ctx.Err() == nil { // an ended leader sends itself, to fail at once
+	if !w.solo && w.ctx.Err() == nil { // an ended leader sends itself, to fail at once
 		t := b.turnsOf(w.node)
+		d := deadlineOf(w.ctx)
 		n := 0
 		for _, o := range t.queue { // each of w's server (or, unknown, alone)
 			if len(bt.ws) == b.max {
 				break
 			}
-			if !o.alone {
+			if !o.solo && !o.mid.After(d) { // w's deadline leaves o at least half its wait
 				o.state = taken
 				bt.ws = append(bt.ws, o)
 				n++
@@ -358,11 +370,14 @@ const (
 // ends after its command went out in a pipeline returns without its
 // reply, which is dropped: the tokens it spent in Redis are not used
 // (under-admission only, never over). A pipeline is bounded by the
-// deadline of its oldest call, which is the earliest; so a call in a
-// pipeline can fail up to the time it waited in the queue before its own
-// timeout. A caller whose context's deadline is shorter than the
-// store's timeout never sends others' calls, so no caller's deadline
-// fails another's call.
+// deadline of its leader, the oldest queued call, and a queued call goes
+// in it only if that deadline is at or past the middle of the call's own
+// wait, from joining the queue to its deadline (the caller's, or the
+// store's timeout, whichever is sooner). So a call in a pipeline fails
+// on a slow server at most half its wait before its own deadline would
+// have, and a caller in haste (a deadline far shorter than the others')
+// fails no one's call sooner than that; callers with like deadlines (a
+// proxy's timeout on every request, as Envoy sets) share pipelines.
 //
 // Decisions, the deny cache, the breaker, leases, the failure policies,
 // the observer and Stats work as without the option: each call in a

@@ -98,11 +98,16 @@ func TestPipelineRepliesToTheirCallers(t *testing.T) {
 	}
 }
 
-// TestPipelineHasteAlone: a call whose caller's deadline is shorter than
-// the store's timeout is never sent in another's pipeline, and, handed
-// the turn, sends itself alone: the calls queued behind it go in the
-// next pipeline, led by the oldest of them. Each gets its own answer.
-func TestPipelineHasteAlone(t *testing.T) {
+// TestPipelineHaste: a queued call goes in a pipeline only if the
+// leader's deadline is at or past the middle of its own wait. Callers
+// whose deadlines are alike share pipelines, even deadlines shorter than
+// the store's timeout (as a proxy's timeout on every request is): before,
+// such a call always went alone, so that under Envoy's deadlines nothing
+// was ever pipelined and InFlight bounded the calls in flight. A caller
+// in haste (a deadline far shorter than the others') leads only the calls
+// its deadline leaves half their wait; the others go in the next
+// pipeline, led by the oldest of them. Each gets its own answer.
+func TestPipelineHaste(t *testing.T) {
 	client := newClient(t, server(t).Addr())
 	hook := newGateHook()
 	client.AddHook(hook)
@@ -113,16 +118,18 @@ func TestPipelineHasteAlone(t *testing.T) {
 	open := hook.armCall()
 	first := goAllow(t.Context(), s, "first")
 	<-hook.entered
-	hasty, cancel := context.WithTimeout(t.Context(), 30*time.Second) // below the store's minute
+	hasty, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a third of the store's minute
 	defer cancel()
-	answers := []<-chan outcome{goAllow(t.Context(), s, "a")}
-	waitQueued(t, s, 1)
-	answers = append(answers, goAllow(hasty, s, "hasty"))
-	waitQueued(t, s, 2)
-	answers = append(answers, goAllow(t.Context(), s, "b"), goAllow(hasty, s, "hasty2"))
-	waitQueued(t, s, 4)
-	answers = append(answers, goAllow(t.Context(), s, "c"))
-	waitQueued(t, s, 5)
+	fifty, cancel50 := context.WithTimeout(t.Context(), 50*time.Second)
+	defer cancel50()
+	var answers []<-chan outcome
+	for i, c := range []struct {
+		ctx context.Context
+		key string
+	}{{hasty, "hasty"}, {t.Context(), "a"}, {hasty, "hasty2"}, {fifty, "fifty"}, {t.Context(), "b"}, {t.Context(), "c"}} {
+		answers = append(answers, goAllow(c.ctx, s, c.key))
+		waitQueued(t, s, i+1)
+	}
 	open()
 	within(t, "the first call", first)
 	for i, ch := range answers {
@@ -130,9 +137,10 @@ func TestPipelineHasteAlone(t *testing.T) {
 			t.Errorf("queued call %d: %+v, %v; want allowed with 4 left", i, o.d, o.err)
 		}
 	}
-	// "a" leads "b" and "c"; "hasty" and "hasty2" go alone, each on a
-	// turn of its own.
-	want := [][]string{{prefix + "a", prefix + "b", prefix + "c"}}
+	// "hasty" leads: its deadline (20 s) is past the middle of "hasty2"'s
+	// wait (10 s), short of those of the calls of the store's minute (30 s)
+	// and of "fifty" (25 s), which "a" leads next.
+	want := [][]string{{prefix + "hasty", prefix + "hasty2"}, {prefix + "a", prefix + "fifty", prefix + "b", prefix + "c"}}
 	if got := hook.pipelineKeys(); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("pipelines of the keys %q; want %q", got, want)
 	}

@@ -41,17 +41,16 @@ var argPool = sync.Pool{New: func() any {
 // returns the reply's integers, and the buffer to the pool.
 //
 // With a batcher b (nil: none), the EVALSHA may go in a pipeline with
-// other calls' (see batcher); alone says ctx's deadline is its caller's,
-// shorter than the store's timeout. If ctx ends while the command is in
+// other calls' (see batcher). If ctx ends while the command is in
 // a pipeline, call returns ctx's error at once and leaves the buffer to
 // the garbage collector, since the pipeline may still be writing it.
-func call(ctx context.Context, c redis.UniversalClient, b *batcher, alone bool, bp *[]any, args []any, src string) ([]int64, error) {
+func call(ctx context.Context, c redis.UniversalClient, b *batcher, bp *[]any, args []any, src string) ([]int64, error) {
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3) // a Cluster's slot: no parsing of the arguments
 	err, reuse := error(nil), true
 	if b == nil {
 		err = c.Process(ctx, cmd)
-	} else if err, reuse = b.process(ctx, c, cmd, alone); !reuse {
+	} else if err, reuse = b.process(ctx, c, cmd); !reuse {
 		return nil, err
 	}
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {

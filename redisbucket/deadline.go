@@ -83,8 +83,7 @@ func (ds *deadlines) with(parent context.Context) (context.Context, context.Canc
 // the call's first round trip's start plus the store's timeout (see
 // deadlines.with). It is the caller's context in every other way: its
 // Done and Err are the caller's, so that a round trip the timeout ends
-// is an outage, not the caller giving up. A call under one goes out
-// alone under WithPipelining: its deadline is shorter than a timeout.
+// is an outage, not the caller giving up.
 type callCtx struct {
 	context.Context // the caller's
 	until           time.Time

@@ -320,7 +320,7 @@ func (s *Store) failedAll(ctx context.Context, keys []keyrate.KeyCost, rss []*ru
 func sendMulti(ctx context.Context, c redis.UniversalClient, args []any, now, minTTL any) ([]int64, error) {
 	n := args[2].(int)
 	args[3+n], args[4+n] = now, minTTL
-	return call(ctx, c, nil, true, &args, args, multiSource)
+	return call(ctx, c, nil, &args, args, multiSource)
 }
 
 // shardKey returns the part of the Redis key k that a redis.Ring picks

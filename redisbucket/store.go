@@ -611,7 +611,7 @@ func windowed(rs *rules.Rules) bool {
 // breaker of rkey's server is open (see roundTrip).
 func (s *Store) run(parent context.Context, rkey string, p *plan, cost int, mode string) (res []int64, err error) {
 	err = s.roundTrip(parent, rkey, func(ctx context.Context) error {
-		res, err = s.send(parent, ctx, rkey, p, cost, mode)
+		res, err = s.send(ctx, rkey, p, cost, mode)
 		return err
 	})
 	return res, err
@@ -656,8 +656,8 @@ func (s *Store) roundTrip(parent context.Context, rkey string, send func(ctx con
 	return err
 }
 
-// send is run's call, bounded by ctx, parent bounded by the timeout.
-func (s *Store) send(parent, ctx context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
+// send is run's call, bounded by ctx.
+func (s *Store) send(ctx context.Context, rkey string, p *plan, cost int, mode string) ([]int64, error) {
 	var now, minTTL any = "-1", "0" // the server's TIME
 	if ts := s.set.timeSource; ts != nil {
 		now, minTTL = micros(ts.Now()), timeSourceTTLArg
@@ -669,23 +669,17 @@ func (s *Store) send(parent, ctx context.Context, rkey string, p *plan, cost int
 	if mode != "" {
 		m = mode
 	}
-	alone := false
-	if s.batch != nil { // the caller's deadline, or the call's, if shorter than the timeout, is ctx's
-		pd, ok := parent.Deadline()
-		_, call := parent.(*callCtx)
-		alone = call || ok && pd.Equal(deadlineOf(ctx))
-	}
 	bp := argPool.Get().(*[]any)
 	if p.log {
 		args := append((*bp)[:0], "evalsha", logSHA, "1", rkey, now, cost, minTTL)
-		return call(ctx, s.client, s.batch, alone, bp, append(append(args, p.args...), s.baseArg), logSource)
+		return call(ctx, s.client, s.batch, bp, append(append(args, p.args...), s.baseArg), logSource)
 	}
 	args := append((*bp)[:0], "evalsha", scriptSHA, "1", rkey, now, cost, minTTL)
 	if p.short && mode == "" { // the short form: the windows, then the descriptor
-		return call(ctx, s.client, s.batch, alone, bp, append(append(args, p.args...), p.descArg), gcraSource)
+		return call(ctx, s.client, s.batch, bp, append(append(args, p.args...), p.descArg), gcraSource)
 	}
 	args = append(args, p.descArg, s.baseArg, m)
-	return call(ctx, s.client, s.batch, alone, bp, append(args, p.args...), gcraSource)
+	return call(ctx, s.client, s.batch, bp, append(args, p.args...), gcraSource)
 }
 
 // fail counts a failed round trip, reports it to the callback, and returns

@@ -87,6 +87,8 @@ type flags struct {
 	leaseLife      time.Duration
 	breaker        bool
 	pipelining     bool
+	pipeInFlight   int
+	pipeBatch      int
 	redisPool      int
 	shadow         bool
 	headers        bool
@@ -137,6 +139,8 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.DurationVar(&f.leaseLife, "redis-lease-life", 10*time.Millisecond, "redis: how long a lease's tokens may be handed out")
 	fs.BoolVar(&f.breaker, "redis-breaker", false, "redis: stop calling a failing Redis for a back-off")
 	fs.BoolVar(&f.pipelining, "redis-pipelining", true, "redis: send the calls that arrive while others are in flight together, in one pipeline (-redis-pipelining=false: one round trip each)")
+	fs.IntVar(&f.pipeInFlight, "redis-pipeline-inflight", 0, "redis, -redis-pipelining: calls or pipelines in flight to a server at once (0: redisbucket.DefaultPipelineInFlight)")
+	fs.IntVar(&f.pipeBatch, "redis-pipeline-batch", 0, "redis, -redis-pipelining: the most calls in one pipeline (0: redisbucket.DefaultPipelineMaxBatch)")
 	fs.IntVar(&f.redisPool, "redis-pool", 0, "redis: connections per node (0: the client's default)")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide every request, answer OK")
 	fs.BoolVar(&f.headers, "response-headers", false, "add the limit, remaining and reset headers of the descriptor closest to its limit")
@@ -171,6 +175,10 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 		return f, fmt.Errorf("-redis-fallback-nodes %d is below 0", f.fallbackNodes)
 	case f.fallbackNodes > 0 && f.redisFailure != "local":
 		return f, fmt.Errorf("-redis-fallback-nodes %d needs -redis-failure local", f.fallbackNodes)
+	case !f.pipelining && f.pipeInFlight != 0:
+		return f, fmt.Errorf("-redis-pipeline-inflight %d needs -redis-pipelining", f.pipeInFlight)
+	case !f.pipelining && f.pipeBatch != 0:
+		return f, fmt.Errorf("-redis-pipeline-batch %d needs -redis-pipelining", f.pipeBatch)
 	case f.maxRecvBytes < 1:
 		return f, fmt.Errorf("-max-request-bytes %d is below 1", f.maxRecvBytes)
 	}
@@ -245,7 +253,7 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 		opts = append(opts, redisbucket.WithBreaker(redisbucket.Breaker{}))
 	}
 	if f.pipelining {
-		opts = append(opts, redisbucket.WithPipelining(redisbucket.Pipelining{}))
+		opts = append(opts, redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: f.pipeInFlight, MaxBatch: f.pipeBatch}))
 	}
 	s, err := redisbucket.New(client, keyrate.PerSecond(1), opts...)
 	if err != nil {

@@ -203,6 +203,10 @@ func TestUsageErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: x}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	good := filepath.Join(t.TempDir(), "good.yaml")
+	if err := os.WriteFile(good, []byte("domain: api\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -213,6 +217,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-config", dir, "-backend", "redis"}, "-backend redis needs -redis-addr"},
 		{[]string{"-config", dir, "-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-fallback-nodes", "2"}, "-redis-fallback-nodes 2 needs -redis-failure local"},
+		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-pipelining=false", "-redis-pipeline-batch", "64"}, "-redis-pipeline-batch 64 needs -redis-pipelining"},
+		{[]string{"-config", good, "-backend", "redis", "-redis-addr", "x:1", "-redis-pipeline-inflight", "-1"}, "pipelining InFlight -1 is not from 0 (the default) to 1024"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(c.args, io.Discard, &stderr, nil, nil); code != 2 || !strings.Contains(stderr.String(), c.want) {

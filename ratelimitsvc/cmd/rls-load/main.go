@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -59,6 +60,8 @@ type opts struct {
 	dur, warm   time.Duration
 	users, rate int
 	out         string
+	only        *regexp.Regexp // nil: every service
+	extra       []string       // more flags for every keyrate-rls
 }
 
 func main() {
@@ -72,7 +75,18 @@ func main() {
 	flag.IntVar(&o.users, "users", 1000, "distinct descriptors (user=u<i>)")
 	flag.IntVar(&o.rate, "limit", 20, "each descriptor's limit, requests a second")
 	flag.StringVar(&o.out, "o", "", "also write the report to this file")
+	only := flag.String("only", "", "measure only the services whose row name matches this regular expression")
+	extra := flag.String("keyrate-flags", "", "more flags for every keyrate-rls, space-separated (say, -redis-pipeline-batch 64)")
 	flag.Parse()
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rls-load: -only: %v\n", err)
+			os.Exit(2)
+		}
+		o.only = re
+	}
+	o.extra = strings.Fields(*extra)
 	for c := range strings.SplitSeq(conc, ",") {
 		var n int
 		if _, err := fmt.Sscan(c, &n); err != nil || n < 1 {
@@ -164,6 +178,7 @@ func run(o opts) error {
 			// (keyrate-rls's default, 50ms, can fail calls on a loaded
 			// 2-core machine, which would measure the failure policy).
 			a := append([]string{"-config", cfg, "-grpc-addr", fmt.Sprintf("127.0.0.1:%d", port), "-metrics-addr", "", "-redis-timeout", "10s"}, args...)
+			a = append(a, o.extra...)
 			if strings.HasPrefix(name, "floor") {
 				a[1] = floorCfg
 			}
@@ -190,6 +205,9 @@ func run(o opts) error {
 	}
 	fmt.Fprintf(&rep, "\n| service | clients | requests/s | p50 | p99 | service CPU/request | redis CPU/request | failed | over limit | windows checked | most admitted in a window (limit %d) | windows over the limit |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", o.rate)
 	for _, s := range subjects {
+		if o.only != nil && !o.only.MatchString(s.name) {
+			continue
+		}
 		addr, pid, stop, err := s.start()
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
