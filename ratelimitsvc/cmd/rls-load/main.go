@@ -1,7 +1,9 @@
 // Command rls-load measures rate-limit services side by side, in one run
 // on one machine: envoyproxy/ratelimit with Redis, keyrate-rls with Redis
 // (its defaults, then without pipelining, then with a deny cache) and
-// keyrate-rls in process, each a process of its own on loopback, each
+// keyrate-rls in process, and two floors (keyrate-rls deciding nothing,
+// and a bare grpc-go server answering OK: what any service over gRPC
+// costs), each a process of its own on loopback, each
 // driven over gRPC by 1, 8 and 64 concurrent clients with the same
 // stream of requests. It prints, for every service and concurrency, the
 // requests per second, the p50 and p99 latency, the CPU time the
@@ -76,6 +78,7 @@ func main() {
 	flag.IntVar(&o.rate, "limit", 20, "each descriptor's limit, requests a second")
 	flag.StringVar(&o.out, "o", "", "also write the report to this file")
 	only := flag.String("only", "", "measure only the services whose row name matches this regular expression")
+	bare := flag.String("serve-bare", "", "serve a bare gRPC rate-limit service (every answer OK) at this address, and measure nothing: the floor's process")
 	extra := flag.String("keyrate-flags", "", "more flags for every keyrate-rls, space-separated (say, -redis-pipeline-batch 64)")
 	flag.Parse()
 	if *only != "" {
@@ -87,6 +90,13 @@ func main() {
 		o.only = re
 	}
 	o.extra = strings.Fields(*extra)
+	if *bare != "" {
+		if err := serveBare(*bare); err != nil {
+			fmt.Fprintf(os.Stderr, "rls-load: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for c := range strings.SplitSeq(conc, ",") {
 		var n int
 		if _, err := fmt.Sscan(c, &n); err != nil || n < 1 {
@@ -195,6 +205,17 @@ func run(o opts) error {
 		// gRPC and the service's matching cost on this machine.
 		keyrate("floor: keyrate-rls, no rule matches", "-backend", "memory"),
 	)
+	// The floor of any service: a grpc-go server that answers OK, with
+	// none of keyrate-rls's code; this binary, run again.
+	if self, err := os.Executable(); err == nil {
+		subjects = append(subjects, subject{"floor: a bare grpc-go server", func() (string, int, func(), error) {
+			port, err := rlsproc.FreePort()
+			if err != nil {
+				return "", 0, nil, err
+			}
+			return startProc(self, []string{"-serve-bare", fmt.Sprintf("127.0.0.1:%d", port)}, nil, port)
+		}})
+	}
 
 	var rep strings.Builder
 	host, _ := os.Hostname()
