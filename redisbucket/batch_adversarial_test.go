@@ -21,7 +21,8 @@ import (
 // TestPipelineRepliesToTheirCallers: goroutines of two stores (two
 // processes) on one server and on a Cluster, each spending its own key
 // at its own cost, through one turn (on the Cluster, one per master) and
-// pipelines of up to 4 calls, with contexts that end at random: every
+// pipelines of up to 4 calls, with contexts that end at random and
+// deadlines of their own shorter than the store's timeout: every
 // answer a call gets is its own key's, at its own cost (Remaining is
 // Burst less a multiple of that cost, and falls at every allowed call),
 // no key admits past its Burst, and no turn stays taken (nor, on the
@@ -59,7 +60,12 @@ func TestPipelineRepliesToTheirCallers(t *testing.T) {
 						if r.IntN(3) == 0 {
 							go cancel()
 						}
+						cancelTimeout := context.CancelFunc(func() {})
+						if r.IntN(3) == 0 { // a deadline of its caller's, shorter than the store's (a pipeline's bound for those it leads)
+							ctx, cancelTimeout = context.WithTimeout(ctx, slowTimeout/time.Duration(2+r.IntN(8)))
+						}
 						d, err := s.AllowNContext(ctx, key, cost)
+						cancelTimeout()
 						cancel()
 						switch {
 						case errors.Is(err, context.Canceled):
