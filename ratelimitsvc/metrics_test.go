@@ -1,11 +1,20 @@
 package ratelimitsvc_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/keyrate/keyrate/ratelimitsvc"
 )
 
 // TestMetricsLabels labels decisions by the rule's path, or, under
@@ -60,6 +69,47 @@ keyrate_rls_decisions_total{code="OVER_LIMIT",descriptor="m.route_api.http_metho
 keyrate_rls_unmatched_total{domain="(unknown)"} 1
 keyrate_rls_unmatched_total{domain="m"} 1
 `), "keyrate_rls_decisions_total", "keyrate_rls_unmatched_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRequestErrorKinds counts a refused request by why it was refused:
+// a request beyond a bound is "invalid_request" and an override past
+// MaxOverrides is "overrides", never "backend" (the store failing), and
+// an embedder calling the Service in process can tell them apart with
+// errors.Is, as ErrInvalidRequest and ErrTooManyOverrides promise.
+func TestRequestErrorKinds(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	ctx := context.Background()
+	_, err := r.svc.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api"})
+	if !errors.Is(err, ratelimitsvc.ErrInvalidRequest) || status.Code(err) != codes.InvalidArgument {
+		t.Errorf("no descriptors: %v (code %v), want ErrInvalidRequest, InvalidArgument", err, status.Code(err))
+	}
+	d := desc("user=a")
+	for i := 0; ; i++ {
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(1 + i), Unit: typev3.RateLimitUnit_DAY}
+		_, err = r.svc.ShouldRateLimit(ctx, &rlspb.RateLimitRequest{Domain: "api", Descriptors: []*rlv3.RateLimitDescriptor{d}})
+		if err != nil || i > ratelimitsvc.MaxOverrides {
+			break
+		}
+	}
+	if !errors.Is(err, ratelimitsvc.ErrTooManyOverrides) || status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("past MaxOverrides: %v (code %v), want ErrTooManyOverrides, ResourceExhausted", err, status.Code(err))
+	}
+	// Over gRPC too: the client sees the code and the message.
+	if _, err := r.try("api", 0, desc("user="+strings.Repeat("x", 600))); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "longer than the 512") {
+		t.Errorf("a long key over gRPC: %v", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.svc.Collector())
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keyrate_rls_requests_total ShouldRateLimit calls, by overall code (OK, OVER_LIMIT) or error (invalid_request, backend, overrides).
+# TYPE keyrate_rls_requests_total counter
+keyrate_rls_requests_total{code="OK"} 256
+keyrate_rls_requests_total{code="invalid_request"} 2
+keyrate_rls_requests_total{code="overrides"} 1
+`), "keyrate_rls_requests_total")
 	if err != nil {
 		t.Fatal(err)
 	}
