@@ -3,6 +3,9 @@ package ratelimitsvc
 import (
 	"errors"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 var (
@@ -61,4 +64,22 @@ func (e *ConfigError) Unwrap() []error {
 		return []error{ErrInvalidConfig, e.Err}
 	}
 	return []error{ErrInvalidConfig}
+}
+
+// rpcError is an error the Service returns to gRPC with a status code,
+// that errors.Is still sees through: gRPC takes its code from
+// GRPCStatus, and an embedder calling ShouldRateLimit in process can tell
+// ErrInvalidRequest from ErrTooManyOverrides.
+type rpcError struct {
+	code codes.Code
+	err  error
+}
+
+func (e *rpcError) Error() string              { return e.err.Error() }
+func (e *rpcError) Unwrap() error              { return e.err }
+func (e *rpcError) GRPCStatus() *status.Status { return status.New(e.code, e.err.Error()) }
+
+// rpcErrorf returns an *rpcError of code, formatting as fmt.Errorf.
+func rpcErrorf(code codes.Code, format string, args ...any) error {
+	return &rpcError{code: code, err: fmt.Errorf(format, args...)}
 }

@@ -373,7 +373,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 
 func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	if err := s.check(req); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, &rpcError{code: codes.InvalidArgument, err: err}
 	}
 	st := s.state.Load()
 	descs := req.GetDescriptors()
@@ -408,7 +408,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		}
 		ds[i].key = descriptorKey(req.GetDomain(), d.GetEntries(), m.shared)
 		if n := len(ds[i].key); n > s.o.maxKeyBytes {
-			return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: descriptor %d's key (its domain, keys and values) is %d bytes, longer than the %d a key may be", ErrInvalidRequest, i, n, s.o.maxKeyBytes))
+			return nil, rpcErrorf(codes.InvalidArgument, "%w: descriptor %d's key (its domain, keys and values) is %d bytes, longer than the %d a key may be", ErrInvalidRequest, i, n, s.o.maxKeyBytes)
 		}
 		ds[i].hits = uint64(max(1, req.GetHitsAddend()))
 		if h := d.GetHitsAddend(); h != nil {
@@ -655,14 +655,14 @@ func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*comp
 	unit := Unit(o.GetUnit())
 	u := UnitDuration(unit)
 	if u <= 0 {
-		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: limit override of unit %v", ErrInvalidRequest, o.GetUnit()))
+		return nil, rpcErrorf(codes.InvalidArgument, "%w: limit override of unit %v", ErrInvalidRequest, o.GetUnit())
 	}
 	if most := uint32(min(math.MaxInt64/int64(u), math.MaxUint32)); mult > most {
-		return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: limit override unit_multiplier %d of %v: more than the %d a window can be", ErrInvalidRequest, mult, o.GetUnit(), most))
+		return nil, rpcErrorf(codes.InvalidArgument, "%w: limit override unit_multiplier %d of %v: more than the %d a window can be", ErrInvalidRequest, mult, o.GetUnit(), most)
 	}
 	per := u * time.Duration(mult)
 	if s.nOverride.Load() >= MaxOverrides {
-		return nil, status.Error(codes.ResourceExhausted, fmt.Sprintf("%v: %d distinct overrides already, the most the service makes", ErrTooManyOverrides, MaxOverrides))
+		return nil, rpcErrorf(codes.ResourceExhausted, "%w: %d distinct overrides already, the most the service makes", ErrTooManyOverrides, MaxOverrides)
 	}
 	name := fmt.Sprintf("override:%d/%s", k.rpu, strings.ToLower(unit.String()))
 	if mult > 1 {
@@ -685,7 +685,7 @@ func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*comp
 			err = s.store.SetPolicy(p)
 		}
 		if err != nil {
-			return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("%v: limit override %d per %v: %v", ErrInvalidRequest, k.rpu, per, err))
+			return nil, rpcErrorf(codes.InvalidArgument, "%w: limit override %d per %v: %w", ErrInvalidRequest, k.rpu, per, err)
 		}
 		if c.tier, err = s.store.Tier(name); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
