@@ -457,3 +457,26 @@ descriptors:
 		t.Fatalf("a window of 0 an hour: %v", resp)
 	}
 }
+
+// TestRefusedRequestMakesNoOverride refuses a request whose second
+// descriptor is beyond a bound: the first one's new limit override must
+// not have taken one of the MaxOverrides policies, which are never given
+// back (a stream of refused requests would otherwise use them all up, and
+// every new override after them would fail).
+func TestRefusedRequestMakesNoOverride(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig)
+	before := len(r.store.Policies())
+	d := desc("user=a")
+	d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: typev3.RateLimitUnit_HOUR}
+	long := desc("user=" + strings.Repeat("x", ratelimitsvc.DefaultMaxKeyBytes))
+	badUnit := desc("user=b")
+	badUnit.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 8}
+	for _, second := range []*rlv3.RateLimitDescriptor{long, badUnit} {
+		if _, err := r.try("api", 0, d, second); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("a request with a bad descriptor: %v, want InvalidArgument", err)
+		}
+	}
+	if after := len(r.store.Policies()); after != before {
+		t.Fatalf("refused requests made %d override policies", after-before)
+	}
+}
