@@ -337,10 +337,11 @@ func (s *Service) compile(r *Rule) (*compiled, error) {
 
 // decision is one descriptor's way through ShouldRateLimit.
 type decision struct {
-	c      *compiled
-	metric string
-	key    string
-	hits   uint64
+	c        *compiled
+	override *rlv3.RateLimitDescriptor_RateLimitOverride // the descriptor's limit override, or nil
+	metric   string
+	key      string
+	hits     uint64
 }
 
 // ShouldRateLimit decides a request's descriptors, each independently,
@@ -386,13 +387,14 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 			continue
 		}
 		if o := d.GetLimit(); o != nil {
-			c, err := s.override(o)
-			if err != nil {
+			// An override is counted under the descriptor's own values,
+			// as envoyproxy/ratelimit counts it: no share_threshold. Its
+			// policy is made once every descriptor has been checked, so
+			// that a refused request makes none.
+			if _, err := overrideKeyOf(o); err != nil {
 				return nil, err
 			}
-			// An override is counted under the descriptor's own values,
-			// as envoyproxy/ratelimit counts it: no share_threshold.
-			ds[i].c, ds[i].metric, m.shared = c, c.rule.Path, nil
+			ds[i].override, m.shared = o, nil
 		} else if m.rule != nil {
 			ds[i].c, ds[i].metric = st.rules[m.rule], m.metric
 			for _, r := range m.rule.Replaces {
@@ -402,7 +404,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 				replaced[r] = true
 			}
 		}
-		if ds[i].c == nil {
+		if ds[i].c == nil && ds[i].override == nil {
 			s.m.unmatched.WithLabelValues(req.GetDomain()).Inc()
 			continue
 		}
@@ -413,6 +415,15 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 		ds[i].hits = uint64(max(1, req.GetHitsAddend()))
 		if h := d.GetHitsAddend(); h != nil {
 			ds[i].hits = h.GetValue()
+		}
+	}
+	for i := range ds {
+		if o := ds[i].override; o != nil {
+			c, err := s.override(o)
+			if err != nil {
+				return nil, err
+			}
+			ds[i].c, ds[i].metric = c, c.rule.Path
 		}
 	}
 	resp := &rlspb.RateLimitResponse{Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(descs))}
@@ -636,14 +647,30 @@ type overrideKey struct {
 	rpu, unit, mult uint32
 }
 
-// override returns the compiled rule of a descriptor's limit override,
-// making its policy on first use (at most MaxOverrides of them).
-func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*compiled, error) {
+// overrideKeyOf returns a limit override's key, or an error for a unit
+// the service cannot count in.
+func overrideKeyOf(o *rlv3.RateLimitDescriptor_RateLimitOverride) (overrideKey, error) {
 	mult := uint32(1)
 	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
 		mult = m.GetValue()
 	}
-	k := overrideKey{o.GetRequestsPerUnit(), uint32(o.GetUnit()), mult}
+	u := UnitDuration(Unit(o.GetUnit()))
+	if u <= 0 {
+		return overrideKey{}, rpcErrorf(codes.InvalidArgument, "%w: limit override of unit %v", ErrInvalidRequest, o.GetUnit())
+	}
+	if most := uint32(min(math.MaxInt64/int64(u), math.MaxUint32)); mult > most {
+		return overrideKey{}, rpcErrorf(codes.InvalidArgument, "%w: limit override unit_multiplier %d of %v: more than the %d a window can be", ErrInvalidRequest, mult, o.GetUnit(), most)
+	}
+	return overrideKey{o.GetRequestsPerUnit(), uint32(o.GetUnit()), mult}, nil
+}
+
+// override returns the compiled rule of a descriptor's limit override,
+// making its policy on first use (at most MaxOverrides of them).
+func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*compiled, error) {
+	k, err := overrideKeyOf(o)
+	if err != nil {
+		return nil, err
+	}
 	if c, ok := s.overrides.Load(k); ok {
 		return c.(*compiled), nil
 	}
@@ -652,15 +679,8 @@ func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*comp
 	if c, ok := s.overrides.Load(k); ok {
 		return c.(*compiled), nil
 	}
-	unit := Unit(o.GetUnit())
-	u := UnitDuration(unit)
-	if u <= 0 {
-		return nil, rpcErrorf(codes.InvalidArgument, "%w: limit override of unit %v", ErrInvalidRequest, o.GetUnit())
-	}
-	if most := uint32(min(math.MaxInt64/int64(u), math.MaxUint32)); mult > most {
-		return nil, rpcErrorf(codes.InvalidArgument, "%w: limit override unit_multiplier %d of %v: more than the %d a window can be", ErrInvalidRequest, mult, o.GetUnit(), most)
-	}
-	per := u * time.Duration(mult)
+	unit, mult := Unit(k.unit), k.mult
+	per := UnitDuration(unit) * time.Duration(mult)
 	if s.nOverride.Load() >= MaxOverrides {
 		return nil, rpcErrorf(codes.ResourceExhausted, "%w: %d distinct overrides already, the most the service makes", ErrTooManyOverrides, MaxOverrides)
 	}
