@@ -326,3 +326,39 @@ func TestReloadReorderedRules(t *testing.T) {
 		t.Fatalf("a.b=x, 2 a minute, admitted %d times in the minute of a reload that reordered the rules", admitted)
 	}
 }
+
+// TestReloadRenamedRulesBounded reloads, again and again, a config whose
+// one rule changes its path each time (a value renamed, as a generated
+// config does): the store may keep the policies of rules gone (a key
+// counted under one is carried from it), but not without bound. A rule
+// kept by every reload keeps its count throughout: nothing forgotten,
+// nothing minted.
+func TestReloadRenamedRulesBounded(t *testing.T) {
+	cfg := func(i int) string {
+		return userConfig(5, fmt.Sprintf("  - key: tenant\n    value: t%d\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", i, 1+i%3))
+	}
+	r := newRigConfig(t, mustParse(t, cfg(0)))
+	for range 3 {
+		r.remaining(t, "a")
+	}
+	n := ratelimitsvc.MaxRetiredPolicies + 40
+	for i := 1; i <= n; i++ {
+		if err := r.svc.Reload(mustParse(t, cfg(i))); err != nil {
+			t.Fatal(err)
+		}
+		tenant := fmt.Sprintf("tenant=t%d", i)
+		for j := range 4 {
+			resp := r.call(t, "api", desc(tenant))
+			if want := j < 1+i%3; (resp.OverallCode == ok) != want {
+				t.Fatalf("reload %d: request %d of %s: %v, want admitted %v", i, j, tenant, resp.OverallCode, want)
+			}
+		}
+	}
+	// the default, the two rules in force and the retired ones
+	if got, most := len(r.store.Policies()), 3+ratelimitsvc.MaxRetiredPolicies; got > most {
+		t.Fatalf("after %d reloads renaming a rule, the store holds %d policies, more than %d", n, got, most)
+	}
+	if left, admitted := r.remaining(t, "a"); left != 1 || !admitted {
+		t.Fatalf("user=a, 5 a minute, 3 spent before %d reloads: the 4th request left %d (admitted %v), want 1", n, left, admitted)
+	}
+}

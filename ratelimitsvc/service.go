@@ -39,6 +39,14 @@ const (
 	// MaxOverrides is the most distinct limit overrides (a descriptor's
 	// "limit" field) the service makes policies for.
 	MaxOverrides = 256
+	// MaxRetiredPolicies is the most policies of rules that a reload
+	// dropped (or renamed) the store keeps beside the config's own, so
+	// that keys counted under them carry what they spent to the rule they
+	// match next. Past it, a new rule takes over a retired policy's name
+	// (the store cannot drop a policy): its keys are carried to the new
+	// rule's limits, and keyrate's own metrics name the rule by the
+	// retired name.
+	MaxRetiredPolicies = 256
 )
 
 // ContextStore is a store whose calls take a context, as redisbucket's
