@@ -341,6 +341,9 @@ func TestReloadRenamedRulesBounded(t *testing.T) {
 	for range 3 {
 		r.remaining(t, "a")
 	}
+	for range 5 {
+		r.remaining(t, "b")
+	}
 	n := ratelimitsvc.MaxRetiredPolicies + 40
 	for i := 1; i <= n; i++ {
 		if err := r.svc.Reload(mustParse(t, cfg(i))); err != nil {
@@ -360,5 +363,32 @@ func TestReloadRenamedRulesBounded(t *testing.T) {
 	}
 	if left, admitted := r.remaining(t, "a"); left != 1 || !admitted {
 		t.Fatalf("user=a, 5 a minute, 3 spent before %d reloads: the 4th request left %d (admitted %v), want 1", n, left, admitted)
+	}
+	// user=b, spent in full, moves to a rule of its own, which takes a
+	// retired policy over (the tenant's rule retires too): it carries
+	// what it spent there.
+	if err := r.svc.Reload(mustParse(t, userConfig(5, "  - key: user\n    value: b\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if got, most := len(r.store.Policies()), 3+ratelimitsvc.MaxRetiredPolicies; got > most {
+		t.Fatalf("a new rule past MaxRetiredPolicies added a policy: %d, more than %d", got, most)
+	}
+	if resp := r.call(t, "api", desc("user=b")); resp.OverallCode != over {
+		t.Fatalf("user=b, 5 spent of 5 a minute, moved to a rule of its own: %v, want OVER_LIMIT", resp)
+	}
+	// A rule retired and back, its policy taken over meanwhile (by
+	// user=b's rule, if it took the first retired name): decided under
+	// its own limit, user=b's rule keeping its count.
+	userB := "  - key: user\n    value: b\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	if err := r.svc.Reload(mustParse(t, userConfig(5, userB+"  - key: tenant\n    value: t0\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"))); err != nil {
+		t.Fatal(err)
+	}
+	for j, want := range []rlspb.RateLimitResponse_Code{ok, ok, over} {
+		if resp := r.call(t, "api", desc("tenant=t0"), desc("user=b")); resp.Statuses[0].Code != want || resp.Statuses[1].Code != over {
+			t.Fatalf("request %d of tenant=t0 (2 a minute) and user=b (spent): %v, want %v and OVER_LIMIT", j, resp, want)
+		}
+	}
+	if got, most := len(r.store.Policies()), 4+ratelimitsvc.MaxRetiredPolicies; got > most {
+		t.Fatalf("the store holds %d policies, more than %d", got, most)
 	}
 }

@@ -78,6 +78,12 @@ type Service struct {
 	// overrides holds the compiled override rules, by overrideKey.
 	overrides sync.Map
 	nOverride atomic.Int64
+	// names maps the policy name of each limited rule in force (see
+	// Rule.Policy) to the store's policy deciding it: the same name,
+	// unless the rule took over a retired policy (MaxRetiredPolicies).
+	// overrideNames holds the overrides' policies. Both under mu.
+	names         map[string]string
+	overrideNames map[string]bool
 }
 
 // state is a config compiled for the store: every rule's tier.
@@ -274,12 +280,15 @@ func (s *Service) reload(cfg *Config) error {
 	for _, p := range s.store.Policies() {
 		have[p.Name] = p
 	}
+	names := s.storeNames(cfg, have)
 	var want []keyrate.Policy
 	for _, r := range cfg.rules {
 		if r.Unlimited || r.denyAll() {
 			continue
 		}
-		want = append(want, r.Policy())
+		p := r.Policy()
+		p.Name = names[r.policy]
+		want = append(want, p)
 	}
 	if s.o.validate != nil {
 		if err := s.o.validate(want); err != nil {
@@ -287,7 +296,6 @@ func (s *Service) reload(cfg *Config) error {
 		}
 	}
 	var undo []keyrate.Policy // the policies changed, as they were
-	var added []string
 	for _, p := range want {
 		old, ok := have[p.Name]
 		if ok && slices.Equal(old.Limits, p.Limits) && !old.Unlimited {
@@ -301,25 +309,77 @@ func (s *Service) reload(cfg *Config) error {
 		}
 		if ok {
 			undo = append(undo, old)
-		} else {
-			added = append(added, p.Name)
 		}
+		// A policy the store did not have stays: a store cannot drop
+		// one. storeNames bounds how many no rule uses.
 	}
-	_ = added // a policy the store did not have stays: a store cannot drop one
 	st := &state{cfg: cfg, rules: make(map[*Rule]*compiled, len(cfg.rules))}
 	for _, r := range cfg.rules {
-		c, err := s.compile(r)
+		c, err := s.compile(r, names[r.policy])
 		if err != nil {
 			return err
 		}
 		st.rules[r] = c
 	}
+	s.names = names
 	s.state.Store(st)
 	return nil
 }
 
-// compile resolves r's tier and metrics.
-func (s *Service) compile(r *Rule) (*compiled, error) {
+// storeNames returns the store's policy for each limited rule of cfg, by
+// the rule's policy name, given the store's policies (have): a rule in
+// force keeps its policy; a new one takes its own name, unless the
+// policies no rule would use (retired: the store's, less the default,
+// the overrides' and cfg's) would then number more than
+// MaxRetiredPolicies: then it takes a retired one's. So the store holds
+// at most cfg's rules, MaxRetiredPolicies, the overrides and the default,
+// or no more policies than it had. Call with s.mu held.
+func (s *Service) storeNames(cfg *Config, have map[string]keyrate.Policy) map[string]string {
+	names := map[string]string{}
+	taken := map[string]bool{}
+	var fresh []*Rule
+	for _, r := range cfg.rules {
+		if r.Unlimited || r.denyAll() {
+			continue
+		}
+		if n, ok := s.names[r.policy]; ok && !taken[n] {
+			names[r.policy], taken[n] = n, true
+			continue
+		}
+		fresh = append(fresh, r)
+	}
+	for _, r := range fresh {
+		n := r.policy
+		for i := 2; taken[n]; i++ {
+			// Its name is a kept rule's, which took it over as retired.
+			n = fmt.Sprintf("%s#%d", r.policy, i)
+		}
+		names[r.policy], taken[n] = n, true
+	}
+	var retired []string
+	for n := range have {
+		if !taken[n] && n != keyrate.DefaultPolicy && !s.overrideNames[n] {
+			retired = append(retired, n)
+		}
+	}
+	slices.Sort(retired)
+	for _, r := range fresh {
+		if len(retired) <= MaxRetiredPolicies {
+			break
+		}
+		if _, ok := have[names[r.policy]]; ok {
+			continue // not an addition
+		}
+		delete(taken, names[r.policy])
+		names[r.policy], retired = retired[0], retired[1:]
+		taken[names[r.policy]] = true
+	}
+	return names
+}
+
+// compile resolves r's tier, of the store's policy named name, and
+// metrics.
+func (s *Service) compile(r *Rule, name string) (*compiled, error) {
 	c := &compiled{rule: r, maxCost: math.MaxInt}
 	for i, w := range r.Windows {
 		if w.RequestsPerUnit == 0 && !c.deny {
@@ -333,7 +393,7 @@ func (s *Service) compile(r *Rule) (*compiled, error) {
 		}
 	}
 	if !r.Unlimited && !c.deny {
-		t, err := s.store.Tier(r.policy)
+		t, err := s.store.Tier(name)
 		if err != nil {
 			return nil, err
 		}
@@ -720,6 +780,10 @@ func (s *Service) override(o *rlv3.RateLimitDescriptor_RateLimitOverride) (*comp
 		}
 	}
 	c.ctr = s.m.counters(labelOverride, name)
+	if s.overrideNames == nil {
+		s.overrideNames = map[string]bool{}
+	}
+	s.overrideNames[name] = true
 	s.overrides.Store(k, c)
 	s.nOverride.Add(1)
 	return c, nil
