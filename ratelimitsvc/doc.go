@@ -53,6 +53,9 @@
 // Reload swaps the config in while requests are in flight; a rule whose
 // limits changed is SetPolicy'd, so its keys carry what they spent (see
 // keyrate.PolicyLimiter), and a key that now matches another rule carries
-// it there too. A config that fails to load or that the store refuses
-// changes nothing. Watch reloads on file changes and on a trigger.
+// it there too. A store cannot drop a policy, so the policies of rules a
+// reload removed or renamed stay, for their keys to carry from, up to
+// MaxRetiredPolicies of them; past it a new rule takes a retired one
+// over. A config that fails to load or that the store refuses changes
+// nothing. Watch reloads on file changes and on a trigger.
 package ratelimitsvc
