@@ -133,12 +133,21 @@ const (
 
 // hookStore is an in-process store that runs a test's hook at a point of
 // interest inside the Service's calls, so that an interleaving happens
-// on every run: after each SetPolicy (inside Reload), and before a
-// RefundTier. A hook runs once; nil is none.
+// on every run: after each SetPolicy (inside Reload), after a PeekTier,
+// and before an AllowTier. A hook runs once; nil is none.
 type hookStore struct {
 	*atomicbucket.Store
 	afterSetPolicy func(keyrate.Policy)
 	afterPeek      func()
+	beforeAllow    func()
+}
+
+func (h *hookStore) AllowTier(key string, tier keyrate.Tier, cost int) (keyrate.Decision, error) {
+	if f := h.beforeAllow; f != nil {
+		h.beforeAllow = nil
+		f()
+	}
+	return h.Store.AllowTier(key, tier, cost)
 }
 
 func (h *hookStore) PeekTier(key string, tier keyrate.Tier) (keyrate.Decision, error) {

@@ -392,3 +392,38 @@ func TestReloadRenamedRulesBounded(t *testing.T) {
 		t.Fatalf("the store holds %d policies, more than %d", got, most)
 	}
 }
+
+// TestReloadTakesNoPolicyInFlight reloads, while a request is on its way
+// to the store, a config that drops the request's rule and adds one,
+// with MaxRetiredPolicies retired already: the new rule takes a retired
+// policy over, but not the dropped rule's, which the request in flight
+// still decides with, under the config it started with.
+func TestReloadTakesNoPolicyInFlight(t *testing.T) {
+	tenant := func(v string, n int) string {
+		return fmt.Sprintf("  - key: tenant\n    value: %s\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", v, n)
+	}
+	r, h := newHookRig(t, userConfig(5, ""))
+	for i := range ratelimitsvc.MaxRetiredPolicies + 1 {
+		if err := r.svc.Reload(mustParse(t, userConfig(5, tenant(fmt.Sprintf("t%d", i), 1)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// tenant=a sorts before every retired rule's name.
+	if err := r.svc.Reload(mustParse(t, userConfig(5, tenant("a", 1)))); err != nil {
+		t.Fatal(err)
+	}
+	if resp := r.call(t, "api", desc("tenant=a")); resp.OverallCode != ok {
+		t.Fatalf("tenant=a's first request: %v", resp)
+	}
+	h.beforeAllow = func() {
+		if err := r.svc.Reload(mustParse(t, userConfig(5, tenant("z", 100)))); err != nil {
+			t.Error(err)
+		}
+	}
+	if resp := r.call(t, "api", desc("tenant=a")); resp.OverallCode != over {
+		t.Fatalf("tenant=a's second request, 1 a minute, in flight across a reload adding a rule of 100: %v, want OVER_LIMIT", resp)
+	}
+	if resp := r.call(t, "api", desc("tenant=z")); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 99 {
+		t.Fatalf("tenant=z, 100 a minute: %v", resp)
+	}
+}

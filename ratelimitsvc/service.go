@@ -331,9 +331,9 @@ func (s *Service) reload(cfg *Config) error {
 // force keeps its policy; a new one takes its own name, unless the
 // policies no rule would use (retired: the store's, less the default,
 // the overrides' and cfg's) would then number more than
-// MaxRetiredPolicies: then it takes a retired one's. So the store holds
-// at most cfg's rules, MaxRetiredPolicies, the overrides and the default,
-// or no more policies than it had. Call with s.mu held.
+// MaxRetiredPolicies: then it takes over one retired before this reload.
+// So a reload adds policies only while at most MaxRetiredPolicies and
+// those of the config in force are retired. Call with s.mu held.
 func (s *Service) storeNames(cfg *Config, have map[string]keyrate.Policy) map[string]string {
 	names := map[string]string{}
 	taken := map[string]bool{}
@@ -356,23 +356,33 @@ func (s *Service) storeNames(cfg *Config, have map[string]keyrate.Policy) map[st
 		}
 		names[r.policy], taken[n] = n, true
 	}
-	var retired []string
+	// A policy of the config in force is retired, but not taken over
+	// yet: requests in flight under that config still decide with it.
+	inForce := map[string]bool{}
+	for _, n := range s.names {
+		inForce[n] = true
+	}
+	retired, spare := 0, []string(nil)
 	for n := range have {
 		if !taken[n] && n != keyrate.DefaultPolicy && !s.overrideNames[n] {
-			retired = append(retired, n)
+			retired++
+			if !inForce[n] {
+				spare = append(spare, n)
+			}
 		}
 	}
-	slices.Sort(retired)
+	slices.Sort(spare)
 	for _, r := range fresh {
-		if len(retired) <= MaxRetiredPolicies {
+		if retired <= MaxRetiredPolicies || len(spare) == 0 {
 			break
 		}
 		if _, ok := have[names[r.policy]]; ok {
 			continue // not an addition
 		}
 		delete(taken, names[r.policy])
-		names[r.policy], retired = retired[0], retired[1:]
+		names[r.policy], spare = spare[0], spare[1:]
 		taken[names[r.policy]] = true
+		retired--
 	}
 	return names
 }
