@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -425,5 +426,64 @@ func TestReloadTakesNoPolicyInFlight(t *testing.T) {
 	}
 	if resp := r.call(t, "api", desc("tenant=z")); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 99 {
 		t.Fatalf("tenant=z, 100 a minute: %v", resp)
+	}
+}
+
+// TestWatchDirectoryRecreated removes the watched directory (the config
+// given as a directory, or as a file in it) and makes it again, as
+// `rm -rf conf && cp -r new conf` does: the watcher must see the new
+// files, though the directory it watched is gone.
+func TestWatchDirectoryRecreated(t *testing.T) {
+	for _, asDir := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dir=%v", asDir), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "conf")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path := writeFile(t, dir, "api.yaml", userConfig(10, ""))
+			if asDir {
+				path = dir
+			}
+			cfg, err := ratelimitsvc.LoadConfig(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRigConfig(t, cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			reports := make(chan error, 64)
+			done := make(chan error, 1)
+			trigger := make(chan struct{})
+			go func() { done <- r.svc.Watch(ctx, []string{path}, trigger, func(err error) { reports <- err }) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			trigger <- struct{}{} // taken once Watch watches
+			if err := waitReport(t, reports); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			// The reload the removal causes fails: the directory is gone.
+			for waitReport(t, reports) == nil {
+			}
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, dir, "api.yaml", userConfig(20, ""))
+			deadline := time.Now().Add(30 * time.Second)
+			for r.call(t, "api", desc("user=w")).Statuses[0].CurrentLimit.GetRequestsPerUnit() != 20 {
+				if time.Now().After(deadline) {
+					t.Fatal("the recreated directory's file was not reloaded within 30s")
+				}
+				select {
+				case <-reports:
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		})
 	}
 }
