@@ -22,15 +22,16 @@ const DefaultDebounce = 200 * time.Millisecond
 // closer together than DefaultDebounce make one reload. Each reload's
 // outcome goes to report (nil for success; the config in force stays
 // after an error), if report is not nil, and so does an error the file
-// system's watcher reports. It returns an error only if the
-// paths cannot be watched.
+// system's watcher reports. A watched directory removed and made again
+// is watched again. It returns an error only if the paths cannot be
+// watched.
 func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan struct{}, report func(error)) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	seen := map[string]bool{}
+	dirs := map[string]bool{} // the directories watched for their files
 	for _, p := range paths {
 		dir := p
 		if fi, err := os.Stat(p); err != nil {
@@ -38,15 +39,31 @@ func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan stru
 		} else if !fi.IsDir() {
 			dir = filepath.Dir(p)
 		}
-		if seen[dir] {
+		dir = filepath.Clean(dir)
+		if dirs[dir] {
 			continue
 		}
-		seen[dir] = true
+		dirs[dir] = true
 		if err := w.Add(dir); err != nil {
 			return err
 		}
 	}
+	// Each directory's parent is watched too, for the directory itself:
+	// one removed and made again is a new directory, which the watch on
+	// the old one never sees; a reload watches it again.
+	for dir := range dirs {
+		if parent := filepath.Dir(dir); parent != dir && !dirs[parent] {
+			_ = w.Add(parent) // without it, a removed directory goes unseen, as before
+		}
+	}
+	relevant := func(name string) bool {
+		name = filepath.Clean(name)
+		return dirs[name] || dirs[filepath.Dir(name)]
+	}
 	reload := func() {
+		for dir := range dirs {
+			_ = w.Add(dir) // a directory made again; one still missing fails the reload
+		}
 		err := s.ReloadFiles(paths...)
 		if report != nil {
 			report(err)
@@ -65,9 +82,12 @@ func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan stru
 			return nil
 		case <-trigger:
 			reload()
-		case _, ok := <-w.Events:
+		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
+			}
+			if !relevant(ev.Name) {
+				continue // a sibling of a watched directory
 			}
 			if timer == nil {
 				timer = time.NewTimer(DefaultDebounce)
