@@ -480,3 +480,35 @@ func TestRefusedRequestMakesNoOverride(t *testing.T) {
 		t.Fatalf("refused requests made %d override policies", after-before)
 	}
 }
+
+// TestCheckAndRefundStatus: a check (hits_addend 0) and a refund
+// (is_negative_hits) report what the key has left and when its fixed
+// window resets, as a spend does (envoyproxy/ratelimit reports the time to
+// the window's end for every descriptor of a rule), not 0 remaining and no
+// reset: Envoy would put those in the headers, telling a client with 10
+// left that it has none.
+func TestCheckAndRefundStatus(t *testing.T) {
+	r := newRig(t, "api.yaml", apiConfig, ratelimitsvc.WithHeaders(ratelimitsvc.Headers{}))
+	r.clock.Set(15 * time.Second)
+	check := desc("user=fresh")
+	check.HitsAddend = wrapperspb.UInt64(0)
+	st := r.call(t, "api", check).Statuses[0]
+	if st.Code != ok || st.LimitRemaining != 10 || st.GetDurationUntilReset().AsDuration() != 45*time.Second {
+		t.Errorf("a check of an unused key, 10 a minute, 15s into the minute: %v, want OK, 10 remaining, reset in 45s", st)
+	}
+	for range 3 {
+		r.call(t, "api", desc("user=b"))
+	}
+	refund := desc("user=b")
+	refund.IsNegativeHits = true
+	resp := r.call(t, "api", desc("user=c"), refund)
+	if st := resp.Statuses[1]; st.Code != ok || st.LimitRemaining != 8 || st.GetDurationUntilReset().AsDuration() != 45*time.Second {
+		t.Errorf("a refund of 1 of 3 spent, 10 a minute: %v, want OK, 8 remaining, reset in 45s", st)
+	}
+	want := []*corev3.HeaderValue{
+		{Key: "X-RateLimit-Limit", Value: "10"}, {Key: "X-RateLimit-Remaining", Value: "8"}, {Key: "X-RateLimit-Reset", Value: "45"},
+	}
+	if !headersEqual(resp.ResponseHeadersToAdd, want) {
+		t.Errorf("headers %v, want %v (user=b's, after its refund; user=c has 9)", resp.ResponseHeadersToAdd, want)
+	}
+}
