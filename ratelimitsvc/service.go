@@ -599,10 +599,14 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 		// A window of 0 requests per unit: every request is over it.
 	case negative:
 		// is_negative_hits gives hits back: a refund, capped at what one
-		// request could have spent.
+		// request could have spent; its status is what the key has then.
 		over = false
 		if d.hits > 0 {
 			err = s.refund(ctx, d.key, c.tier, int(min(d.hits, uint64(c.maxCost))))
+		}
+		if err == nil {
+			dec, err = s.peek(ctx, d.key, c.tier)
+			decided = true
 		}
 	case d.hits == 0:
 		// A check: whether one more request would be admitted, spending
@@ -629,8 +633,13 @@ func (s *Service) decide(ctx context.Context, d *decision, negative bool) (*rlsp
 	case err != nil:
 		return nil, s.backendErr(c, d, err)
 	case decided:
-		over = !dec.Allowed
+		over = !dec.Allowed && !negative
 		fill(st, c, dec)
+		if w := dec.Window; dec.WindowResetAfter == 0 && w >= 0 && w < len(c.rule.Windows) && c.rule.Windows[w].Algorithm == keyrate.FixedWindow {
+			// Nothing spent in the window yet (a check or a refund):
+			// it still ends where every fixed window of its unit does.
+			st.DurationUntilReset = s.untilReset(st.CurrentLimit)
+		}
 	}
 	if over && st.DurationUntilReset == nil {
 		st.DurationUntilReset = s.untilReset(c.limits[c.shown])
