@@ -487,3 +487,31 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadRefusalNamesTheRule: a rule the store refuses (a sliding log
+// on atomicbucket), or the WithValidate function refuses among the
+// others, fails the reload with an error naming the rule's file and line,
+// as every other config error does, and still wrapping the store's.
+func TestReloadRefusalNamesTheRule(t *testing.T) {
+	base := "domain: api\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"
+	c := "  - key: c\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: sliding-log}\n"
+	r := newRig(t, "api.yaml", base)
+	err := r.svc.Reload(mustParse(t, base+c))
+	if !errors.Is(err, keyrate.ErrUnsupportedAlgorithm) || !errors.Is(err, ratelimitsvc.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "api.yaml:6: rule api.c: ") {
+		t.Errorf("a sliding log on atomicbucket: %v, want api.yaml:6: rule api.c: …, wrapping ErrUnsupportedAlgorithm and ErrInvalidConfig", err)
+	}
+	refuse := ratelimitsvc.WithValidate(func(ps []keyrate.Policy) error {
+		for _, p := range ps {
+			if p.Limits[0].Rate == 7 {
+				return fmt.Errorf("%w: %q: 7 is unlucky", keyrate.ErrInvalidPolicy, p.Name)
+			}
+		}
+		return nil
+	})
+	r = newRig(t, "api.yaml", base, refuse)
+	c = "  - key: c\n    rate_limit: {unit: second, requests_per_unit: 7}\n"
+	err = r.svc.Reload(mustParse(t, base+c))
+	if !errors.Is(err, keyrate.ErrInvalidPolicy) || !strings.HasPrefix(err.Error(), "api.yaml:6: rule api.c: ") {
+		t.Errorf("a rule WithValidate refuses: %v, want api.yaml:6: rule api.c: …", err)
+	}
+}
