@@ -12,8 +12,9 @@ var (
 	// ErrInvalidConfig reports a configuration file that cannot be read
 	// as envoyproxy/ratelimit's YAML (with keyrate's fields): a syntax
 	// error, an unknown key, a value of the wrong kind or out of range, a
-	// duplicate domain or descriptor. Every such error is a *ConfigError
-	// naming the file, the line and the value.
+	// duplicate domain or descriptor, or a rule the store refuses (at
+	// Reload). Every such error is a *ConfigError naming the file, the
+	// line and the value.
 	ErrInvalidConfig = errors.New("ratelimitsvc: invalid config")
 
 	// ErrInvalidRequest reports a RateLimitRequest the service refuses

@@ -245,7 +245,8 @@ func (s *Service) Config() *Config { return s.state.Load().cfg }
 // so a key whose rule's limits changed keeps what it has spent, carried
 // over to the new limits), then swaps the config in; requests in flight
 // finish under the config they started with. On an error (a policy the
-// WithValidate function or the store refuses) it changes nothing, puts
+// WithValidate function or the store refuses: a *ConfigError at the
+// rule's file and line, wrapping the refusal) it changes nothing, puts
 // back the policies it had changed, and the config in force stays. The
 // outcome is counted in keyrate_rls_config_reloads_total.
 func (s *Service) Reload(cfg *Config) error {
@@ -282,21 +283,29 @@ func (s *Service) reload(cfg *Config) error {
 	}
 	names := s.storeNames(cfg, have)
 	var want []keyrate.Policy
+	var of []*Rule // the rule of each of want
 	for _, r := range cfg.rules {
 		if r.Unlimited || r.denyAll() {
 			continue
 		}
 		p := r.Policy()
 		p.Name = names[r.policy]
-		want = append(want, p)
+		want, of = append(want, p), append(of, r)
 	}
 	if s.o.validate != nil {
 		if err := s.o.validate(want); err != nil {
+			// Find the rule refused, to name it (the check of the whole
+			// config passes, as a rule, on every good reload).
+			for i := range want {
+				if err := s.o.validate(want[i : i+1]); err != nil {
+					return refused(of[i], err)
+				}
+			}
 			return err
 		}
 	}
 	var undo []keyrate.Policy // the policies changed, as they were
-	for _, p := range want {
+	for i, p := range want {
 		old, ok := have[p.Name]
 		if ok && slices.Equal(old.Limits, p.Limits) && !old.Unlimited {
 			continue
@@ -305,7 +314,7 @@ func (s *Service) reload(cfg *Config) error {
 			for _, u := range undo {
 				_ = s.store.SetPolicy(u)
 			}
-			return fmt.Errorf("rule %s: %w", p.Name, err)
+			return refused(of[i], err)
 		}
 		if ok {
 			undo = append(undo, old)
@@ -324,6 +333,12 @@ func (s *Service) reload(cfg *Config) error {
 	s.names = names
 	s.state.Store(st)
 	return nil
+}
+
+// refused is the error of a rule that the store, or the WithValidate
+// function, refuses: a *ConfigError at the rule's rate_limit block.
+func refused(r *Rule, err error) error {
+	return &ConfigError{File: r.File, Line: r.Line, Msg: fmt.Sprintf("rule %s: %v", r.Path, err), Err: err}
 }
 
 // storeNames returns the store's policy for each limited rule of cfg, by
