@@ -3,6 +3,7 @@ package ratelimitsvc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -112,5 +113,43 @@ keyrate_rls_requests_total{code="overrides"} 1
 `), "keyrate_rls_requests_total")
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMetricsOfRulesGone: a reload drops the series of the rules it
+// removed (or renamed), so that reload after reload of a config whose
+// rules change names does not grow the metrics without bound; the series
+// of a rule kept keep their counts.
+func TestMetricsOfRulesGone(t *testing.T) {
+	cfg := func(i int) string {
+		return userConfig(5, fmt.Sprintf("  - key: tenant\n    value: t%d\n    rate_limit: {unit: minute, requests_per_unit: 3}\n", i))
+	}
+	r := newRigConfig(t, mustParse(t, cfg(0)))
+	r.call(t, "api", desc("user=a"))
+	for i := 1; i <= 50; i++ {
+		if err := r.svc.Reload(mustParse(t, cfg(i))); err != nil {
+			t.Fatal(err)
+		}
+		r.call(t, "api", desc(fmt.Sprintf("tenant=t%d", i)))
+	}
+	// Two rules, two codes each.
+	if n := testutil.CollectAndCount(r.svc.Collector(), "keyrate_rls_decisions_total"); n != 4 {
+		t.Errorf("after 50 reloads renaming a rule, %d series of keyrate_rls_decisions_total, want 4", n)
+	}
+	for _, name := range []string{"keyrate_rls_hits_total", "keyrate_rls_shadow_mode_total"} {
+		if n := testutil.CollectAndCount(r.svc.Collector(), name); n != 2 {
+			t.Errorf("after 50 reloads renaming a rule, %d series of %s, want 2", n, name)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.svc.Collector())
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keyrate_rls_hits_total Hits asked for (hits_addend, 1 by default) by descriptors decided under a rule, by domain and descriptor.
+# TYPE keyrate_rls_hits_total counter
+keyrate_rls_hits_total{descriptor="api.tenant_t50",domain="api"} 1
+keyrate_rls_hits_total{descriptor="api.user",domain="api"} 1
+`), "keyrate_rls_hits_total")
+	if err != nil {
+		t.Error(err)
 	}
 }
