@@ -141,6 +141,21 @@ func (m *metrics) detailedCounters(domain, descriptor string) *counters {
 	return c
 }
 
+// forget deletes the series of a rule's label (a rule a reload removed),
+// unless a detailed label reads the same, whose counters stay in use.
+func (m *metrics) forget(domain, descriptor string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.detailed.Load(domain + "\x00" + descriptor); ok {
+		return
+	}
+	m.decisions.DeleteLabelValues(domain, descriptor, "OK")
+	m.decisions.DeleteLabelValues(domain, descriptor, "OVER_LIMIT")
+	m.shadow.DeleteLabelValues(domain, descriptor)
+	m.hits.DeleteLabelValues(domain, descriptor)
+	m.errors.DeleteLabelValues(domain, descriptor)
+}
+
 // reloaded records a config load's outcome.
 func (m *metrics) reloaded(err error, rules int, now time.Time) {
 	if err != nil {

@@ -331,7 +331,20 @@ func (s *Service) reload(cfg *Config) error {
 		st.rules[r] = c
 	}
 	s.names = names
-	s.state.Store(st)
+	old := s.state.Swap(st)
+	if old != nil {
+		// The series of rules gone: a config renaming rules reload
+		// after reload would otherwise grow them without bound.
+		kept := map[[2]string]bool{}
+		for _, r := range cfg.rules {
+			kept[[2]string{r.Domain, r.Path}] = true
+		}
+		for _, r := range old.cfg.rules {
+			if !kept[[2]string{r.Domain, r.Path}] {
+				s.m.forget(r.Domain, r.Path)
+			}
+		}
+	}
 	return nil
 }
 
