@@ -427,6 +427,35 @@ func TestReloadTakesNoPolicyInFlight(t *testing.T) {
 	if resp := r.call(t, "api", desc("tenant=z")); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 99 {
 		t.Fatalf("tenant=z, 100 a minute: %v", resp)
 	}
+	// tenant=z took a retired rule's policy over; that rule comes back
+	// while a request of tenant=z, whose rule goes, is in flight: it
+	// takes another policy, not its own while tenant=z decides with it.
+	if err := r.svc.Reload(mustParse(t, userConfig(5, tenant("z", 7)))); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		r.call(t, "api", desc("tenant=z"))
+	}
+	back := ""
+	for _, p := range r.store.Policies() {
+		if p.Limits[0].Rate == 7 && strings.HasPrefix(p.Name, "api.tenant_t") {
+			back = strings.TrimPrefix(p.Name, "api.tenant_")
+		}
+	}
+	if back == "" {
+		t.Fatal("tenant=z took no retired policy over")
+	}
+	h.beforeAllow = func() {
+		if err := r.svc.Reload(mustParse(t, userConfig(5, tenant(back, 100)))); err != nil {
+			t.Error(err)
+		}
+	}
+	if resp := r.call(t, "api", desc("tenant=z")); resp.OverallCode != over {
+		t.Fatalf("tenant=z's request, 7 a minute, spent, in flight across a reload bringing back %s, whose policy it took: %v, want OVER_LIMIT", back, resp)
+	}
+	if resp := r.call(t, "api", desc("tenant="+back)); resp.OverallCode != ok || resp.Statuses[0].LimitRemaining != 99 {
+		t.Fatalf("tenant=%s, 100 a minute: %v", back, resp)
+	}
 }
 
 // TestWatchDirectoryRecreated removes the watched directory (the config
