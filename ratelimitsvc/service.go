@@ -376,19 +376,20 @@ func (s *Service) storeNames(cfg *Config, have map[string]keyrate.Policy) map[st
 		}
 		fresh = append(fresh, r)
 	}
-	for _, r := range fresh {
-		n := r.policy
-		for i := 2; taken[n]; i++ {
-			// Its name is a kept rule's, which took it over as retired.
-			n = fmt.Sprintf("%s#%d", r.policy, i)
-		}
-		names[r.policy], taken[n] = n, true
-	}
-	// A policy of the config in force is retired, but not taken over
-	// yet: requests in flight under that config still decide with it.
+	// A policy of the config in force is neither taken over nor set to
+	// another rule's limits: requests in flight under that config still
+	// decide with it.
 	inForce := map[string]bool{}
 	for _, n := range s.names {
 		inForce[n] = true
+	}
+	for _, r := range fresh {
+		n := r.policy
+		for i := 2; taken[n] || inForce[n]; i++ {
+			// Its name is one a rule took over as retired.
+			n = fmt.Sprintf("%s#%d", r.policy, i)
+		}
+		names[r.policy], taken[n] = n, true
 	}
 	retired, spare := 0, []string(nil)
 	for n := range have {
