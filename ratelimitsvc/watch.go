@@ -14,6 +14,10 @@ import (
 // ConfigMap, is several events.
 const DefaultDebounce = 200 * time.Millisecond
 
+// watcherHook, if not nil, is given Watch's file system watcher (tests
+// send it errors).
+var watcherHook func(*fsnotify.Watcher)
+
 // Watch reloads the config from paths (see ReloadFiles) whenever a file
 // in one of them changes, and whenever a value arrives on trigger (such as
 // SIGHUP), until ctx is done; then it returns nil. A path that is a
@@ -31,6 +35,9 @@ func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan stru
 		return err
 	}
 	defer w.Close()
+	if watcherHook != nil {
+		watcherHook(w)
+	}
 	dirs := map[string]bool{} // the directories watched for their files
 	for _, p := range paths {
 		dir := p
