@@ -26,9 +26,9 @@ var watcherHook func(*fsnotify.Watcher)
 // closer together than DefaultDebounce make one reload. Each reload's
 // outcome goes to report (nil for success; the config in force stays
 // after an error), if report is not nil, and so does an error the file
-// system's watcher reports. A watched directory removed and made again
-// is watched again. It returns an error only if the paths cannot be
-// watched.
+// system's watcher reports, which a reload follows (events may have been
+// lost). A watched directory removed and made again is watched again. It
+// returns an error only if the paths cannot be watched.
 func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan struct{}, report func(error)) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -83,6 +83,14 @@ func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan stru
 			timer.Stop()
 		}
 	}()
+	due := func() <-chan time.Time { // a reload, DefaultDebounce after the last call
+		if timer == nil {
+			timer = time.NewTimer(DefaultDebounce)
+		} else {
+			timer.Reset(DefaultDebounce)
+		}
+		return timer.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -96,12 +104,7 @@ func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan stru
 			if !relevant(ev.Name) {
 				continue // a sibling of a watched directory
 			}
-			if timer == nil {
-				timer = time.NewTimer(DefaultDebounce)
-			} else {
-				timer.Reset(DefaultDebounce)
-			}
-			debounce = timer.C
+			debounce = due()
 		case <-debounce:
 			debounce = nil
 			reload()
@@ -112,6 +115,9 @@ func (s *Service) Watch(ctx context.Context, paths []string, trigger <-chan stru
 			if report != nil {
 				report(err)
 			}
+			// Events may have been lost (the watcher's queue overflowed):
+			// reload, to be sure.
+			debounce = due()
 		}
 	}
 }
