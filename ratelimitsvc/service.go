@@ -37,7 +37,10 @@ const (
 	// store takes keys of up to 512 bytes.
 	DefaultMaxKeyBytes = 512
 	// MaxOverrides is the most distinct limit overrides (a descriptor's
-	// "limit" field) the service makes policies for.
+	// "limit" field) the service makes policies for, in its life: past
+	// them, a request bearing a new one fails with
+	// codes.ResourceExhausted (ErrTooManyOverrides), and Envoy's
+	// failure_mode_deny answers it; those made keep deciding.
 	MaxOverrides = 256
 	// MaxRetiredPolicies is the most policies of rules that a reload
 	// dropped (or renamed) the store keeps beside the config's own, so
