@@ -544,3 +544,71 @@ func TestReloadRefusalNamesTheRule(t *testing.T) {
 		t.Errorf("a rule WithValidate refuses: %v, want api.yaml:6: rule api.c: …", err)
 	}
 }
+
+// TestWatchConfigMapSwap updates the config as the kubelet updates a
+// mounted ConfigMap: the files live in a timestamped directory, "..data"
+// links to it and each file links through "..data"; an update writes a
+// new directory, swaps "..data" by a rename and removes the old one. The
+// config given as the directory or as the file link is reloaded.
+func TestWatchConfigMapSwap(t *testing.T) {
+	swap := func(t *testing.T, dir, ts, content string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, ts), "api.yaml", content)
+		if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, asDir := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dir=%v", asDir), func(t *testing.T) {
+			dir := t.TempDir()
+			swap(t, dir, "..2026_11_29_01", userConfig(10, ""))
+			if err := os.Symlink("..data/api.yaml", filepath.Join(dir, "api.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			path := dir
+			if !asDir {
+				path = filepath.Join(dir, "api.yaml")
+			}
+			cfg, err := ratelimitsvc.LoadConfig(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newRigConfig(t, cfg)
+			ctx, cancel := context.WithCancel(context.Background())
+			reports := make(chan error, 64)
+			done := make(chan error, 1)
+			trigger := make(chan struct{})
+			go func() { done <- r.svc.Watch(ctx, []string{path}, trigger, func(err error) { reports <- err }) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			trigger <- struct{}{} // taken once Watch watches
+			if err := waitReport(t, reports); err != nil {
+				t.Fatal(err)
+			}
+			swap(t, dir, "..2026_11_29_02", userConfig(20, ""))
+			if err := os.RemoveAll(filepath.Join(dir, "..2026_11_29_01")); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for r.call(t, "api", desc("user=w")).Statuses[0].CurrentLimit.GetRequestsPerUnit() != 20 {
+				if time.Now().After(deadline) {
+					t.Fatal("the swapped ConfigMap was not reloaded within 30s")
+				}
+				select {
+				case <-reports:
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		})
+	}
+}
