@@ -8,6 +8,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/puzpuzpuz/xsync/v3"
+
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/config"
@@ -50,25 +52,47 @@ type Policies struct {
 
 	noLog string // the store that refuses SlidingLog policies (RefuseLog)
 
-	mu    sync.Mutex                           // serialises Set
-	names atomic.Pointer[map[string]*tierSlot] // copy-on-write
-	few   atomic.Pointer[[]*tierSlot]          // the slots, if at most scanFew
+	mu    sync.Mutex                                     // serialises Set
+	names atomic.Pointer[map[string]*tierSlot]           // copy-on-write, rebuilt only when added has grown by its size
+	added atomic.Pointer[xsync.MapOf[string, *tierSlot]] // nil until Set adds a name; every name Set added, never removed
+	since int                                            // names added since names was built, under mu
+	n     int                                            // the policies, under mu
+	few   atomic.Pointer[[]*tierSlot]                    // the slots, if at most scanFew; else empty
 }
 
 // scanFew is the most policies ForKey finds by comparing names in turn,
 // which is cheaper than hashing the name for a handful of tiers.
 const scanFew = 8
 
-// store publishes names, and the slot list ForKey scans.
-func (ps *Policies) store(names map[string]*tierSlot) {
+// add publishes slot, a policy of a new name (mu held): in added, so
+// that lookup finds it at once, and in a rebuilt names only once added
+// holds as many names since the last rebuild as names has (so that a
+// store given names one by one, as a config of thousands of rules is,
+// pays a copy of each name a logarithmic number of times, not once an
+// add); and, while there are at most scanFew policies, in the list
+// lookup scans, after added, so that a reader finding the list empty
+// finds every slot in names or added.
+func (ps *Policies) add(slot *tierSlot) {
+	a := ps.added.Load()
+	if a == nil {
+		a = xsync.NewMapOf[string, *tierSlot]()
+		ps.added.Store(a)
+	}
+	a.Store(slot.Name, slot)
+	ps.n++
+	ps.since++
+	if names := *ps.names.Load(); ps.since >= max(len(names), scanFew) {
+		next := make(map[string]*tierSlot, len(names)+ps.since)
+		maps.Copy(next, names)
+		a.Range(func(name string, slot *tierSlot) bool { next[name] = slot; return true })
+		ps.names.Store(&next)
+		ps.since = 0
+	}
 	var few []*tierSlot
-	if len(names) <= scanFew {
-		for _, slot := range names {
-			few = append(few, slot)
-		}
+	if ps.n <= scanFew {
+		few = append(append(few, *ps.few.Load()...), slot)
 	}
 	ps.few.Store(&few)
-	ps.names.Store(&names)
 }
 
 // lookup returns the slot of the policy named name, or nil.
@@ -81,7 +105,30 @@ func (ps *Policies) lookup(name string) *tierSlot {
 		}
 		return nil
 	}
-	return (*ps.names.Load())[name]
+	if slot := (*ps.names.Load())[name]; slot != nil {
+		return slot
+	}
+	if a := ps.added.Load(); a != nil {
+		slot, _ := a.Load(name)
+		return slot
+	}
+	return nil
+}
+
+// each calls f with every policy's slot, in no set order (mu held).
+func (ps *Policies) each(f func(*tierSlot)) {
+	names := *ps.names.Load()
+	for _, slot := range names {
+		f(slot)
+	}
+	if a := ps.added.Load(); a != nil {
+		a.Range(func(name string, slot *tierSlot) bool {
+			if names[name] == nil {
+				f(slot)
+			}
+			return true
+		})
+	}
 }
 
 // NewPolicies compiles a store's policies: limit as the default policy
@@ -122,7 +169,15 @@ func NewPolicies(limit keyrate.Limit, set config.Settings) (*Policies, error) {
 		names[keyrate.DefaultPolicy] = slot
 	}
 	ps.def = names[keyrate.DefaultPolicy]
-	ps.store(names)
+	var few []*tierSlot
+	if len(names) <= scanFew {
+		for _, slot := range names {
+			few = append(few, slot)
+		}
+	}
+	ps.n = len(names)
+	ps.few.Store(&few)
+	ps.names.Store(&names)
 	return ps, nil
 }
 
@@ -214,26 +269,22 @@ func (ps *Policies) Set(p keyrate.Policy) error {
 	if ps.noLog != "" && rs.log {
 		return wrap.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidPolicy, keyrate.ErrUnsupportedAlgorithm, ps.noLog, p.Name, keyrate.SlidingLog)
 	}
-	names := *ps.names.Load()
-	if slot := names[p.Name]; slot != nil {
+	if slot := ps.lookup(p.Name); slot != nil {
 		slot.cur.Store(rs)
 		return nil
 	}
-	next := maps.Clone(names)
 	slot := &tierSlot{Slot: handle.Slot{Name: p.Name}, owner: ps}
 	slot.cur.Store(rs)
-	next[p.Name] = slot
-	ps.store(next)
+	ps.add(slot)
 	return nil
 }
 
 // List returns the current version of every policy, in no set order.
 func (ps *Policies) List() []keyrate.Policy {
-	names := *ps.names.Load()
-	out := make([]keyrate.Policy, 0, len(names))
-	for _, slot := range names {
-		out = append(out, slot.cur.Load().Policy())
-	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]keyrate.Policy, 0, ps.n)
+	ps.each(func(slot *tierSlot) { out = append(out, slot.cur.Load().Policy()) })
 	return out
 }
 
@@ -247,10 +298,11 @@ func (ps *Policies) RefuseLog(store string) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.noLog = store
-	for _, slot := range *ps.names.Load() {
-		if rs := slot.cur.Load(); rs.log {
-			return wrap.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidLimit, keyrate.ErrUnsupportedAlgorithm, store, slot.Name, keyrate.SlidingLog)
+	var err error
+	ps.each(func(slot *tierSlot) {
+		if rs := slot.cur.Load(); rs.log && err == nil {
+			err = wrap.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidLimit, keyrate.ErrUnsupportedAlgorithm, store, slot.Name, keyrate.SlidingLog)
 		}
-	}
-	return nil
+	})
+	return err
 }

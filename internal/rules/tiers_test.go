@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -337,5 +338,121 @@ func TestPoliciesConcurrentSet(t *testing.T) {
 	}
 	if got := len(ps.List()); got != 52 {
 		t.Errorf("List() has %d policies, want 52 (default, pro and 50 added)", got)
+	}
+}
+
+// TestPoliciesAddedFoundAtOnce: a policy Set adds is found by Tier and
+// ForKey by every goroutine as soon as Set has returned, through the
+// store's passage from scanning a few names to looking them up, and
+// through each rebuild of its name map (a thousand names, added one by
+// one, as a config of many rules adds them), while other goroutines look
+// them up. A name lost between the map of the names added and the
+// rebuilt one would be ErrUnknownPolicy here.
+func TestPoliciesAddedFoundAtOnce(t *testing.T) {
+	const n = 1000
+	ps := newPolicies(t, clock.NewManual(0), keyrate.PerSecond(5), keyrate.WithPolicyFunc(func(key string) string { return key }))
+	var added atomic.Int64 // names n0 .. n(added-1) are in
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; added.Load() < n; i++ {
+				k := added.Load()
+				if k == 0 {
+					continue
+				}
+				name := fmt.Sprint("n", (int64(i)*7919+int64(g))%k)
+				if tier, err := ps.Tier(name); err != nil || tier.Name() != name {
+					errs <- fmt.Errorf("Tier(%s) with %d added = %v, %v", name, k, tier.Name(), err)
+					return
+				}
+				if rs, err := ps.ForKey(name); err != nil || rs.Name() != name {
+					errs <- fmt.Errorf("ForKey(%s) with %d added = %v, %v", name, k, rs, err)
+					return
+				}
+			}
+		})
+	}
+	for i := range n {
+		if err := ps.Set(keyrate.Policy{Name: fmt.Sprint("n", i), Limits: []keyrate.Limit{keyrate.PerSecond(1 + i)}}); err != nil {
+			t.Fatal(err)
+		}
+		added.Store(int64(i + 1))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := len(ps.List()); got != n+1 {
+		t.Errorf("List() has %d policies, want %d (the default and %d added)", got, n+1, n)
+	}
+}
+
+// BenchmarkPoliciesSetNew adds policies of new names to a store that has
+// n already: what a config of many rules (ratelimitsvc) costs a policy.
+// Each add should cost the same whatever n is; a copy of the names on
+// each add made a config of 32 000 rules take half a minute to load.
+func BenchmarkPoliciesSetNew(b *testing.B) {
+	for _, n := range []int{10, 1000, 30000} {
+		b.Run(fmt.Sprintf("have=%d", n), func(b *testing.B) {
+			set, err := config.Configure(nil, keyrate.WithClock(clock.NewManual(0)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ps, err := rules.NewPolicies(keyrate.PerSecond(5), set)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := keyrate.Policy{Limits: []keyrate.Limit{keyrate.PerSecond(10)}}
+			for i := range n {
+				p.Name = fmt.Sprint("have", i)
+				if err := ps.Set(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			names := make([]string, b.N)
+			for i := range names {
+				names[i] = fmt.Sprint("new", i)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				p.Name = names[i]
+				if err := ps.Set(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkForKey finds a key's policy by WithPolicyFunc's name among
+// policies=n: by a scan of the names up to 8, by a look-up past them.
+func BenchmarkForKey(b *testing.B) {
+	for _, n := range []int{4, 64} {
+		b.Run(fmt.Sprintf("policies=%d", n), func(b *testing.B) {
+			var ps []keyrate.Policy
+			names := make([]string, n)
+			for i := range n {
+				names[i] = fmt.Sprint("tier", i)
+				ps = append(ps, keyrate.Policy{Name: names[i], Limits: []keyrate.Limit{keyrate.PerSecond(10)}})
+			}
+			var next int
+			set, err := config.Configure(nil, keyrate.WithClock(clock.NewManual(0)), keyrate.WithPolicies(ps...),
+				keyrate.WithPolicyFunc(func(string) string { next = (next + 7) % n; return names[next] }))
+			if err != nil {
+				b.Fatal(err)
+			}
+			pols, err := rules.NewPolicies(keyrate.PerSecond(5), set)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := pols.ForKey("k"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
