@@ -357,7 +357,9 @@ func (k *Key) Release() {
 // charged b·I + Δ, is then charged as if it had been taken for t − t0 and
 // (b − u) tokens, which covers every token it served (all at readings
 // before t). An expired batch, or one given back at a reading before its
-// take (a clock stepped back), gives back nothing. The caller has swapped
+// take (a clock stepped back), gives back nothing, and so does a word
+// that owes more than its Burst at t (a reservation pending:
+// rules.Rule.GiveBack). The caller has swapped
 // the shard's word away from the batch, so nothing serves from it any
 // more.
 func (sh *shard) giveBack(u uint64) {
