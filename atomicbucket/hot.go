@@ -47,7 +47,8 @@ type settings struct {
 // the tokens outside the shards (a lower bound), and a denial comes only
 // after the shards were given back, so its RetryAfter is the plain
 // store's. Reserve, ReserveTier, Wait and WaitTier give a hot key's shards
-// back first, then work as for any key; Refund and RefundTier give them
+// back first, then work as for any key, and so does keyrate.AllowAll
+// for the hot keys of its request (decided in turn); Refund and RefundTier give them
 // back and take no batch until the word is refilled, so that a refund
 // fills the key to its Burst and no further; Peek and Cancel work on the
 // word alone (Peek's Remaining is then a lower bound too).
