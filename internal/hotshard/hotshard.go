@@ -93,10 +93,15 @@ func (k *Key) Sharded(rs *rules.Rules) (b int, cover uint64) {
 // two at least 2·GOMAXPROCS.
 func Shards() int { return layout.NextPow2(2 * runtime.GOMAXPROCS(0)) }
 
-// NewKey returns a key with n shards (rounded up to a power of two) whose
-// batches live for lifetime (Lifetime if it is not positive).
+// MaxShards is the most shards a key has: Shards at the runtime's most
+// GOMAXPROCS is 2048.
+const MaxShards = 1 << 16
+
+// NewKey returns a key with n shards (rounded up to a power of two, at
+// least 1 and at most MaxShards) whose batches live for lifetime
+// (Lifetime if it is not positive).
 func NewKey(n int, lifetime time.Duration) *Key {
-	n = layout.NextPow2(n)
+	n = layout.NextPow2(min(max(n, 1), MaxShards))
 	if lifetime <= 0 {
 		lifetime = Lifetime
 	}
