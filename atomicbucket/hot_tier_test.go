@@ -53,3 +53,29 @@ func TestHotTierMovesFrozen(t *testing.T) {
 		})
 	}
 }
+
+// TestHotSetPolicyFrozen: a hot key whose default policy is replaced
+// (SetPolicy, the same limit each time) every ten calls, with the clock
+// stopped, admits exactly its Burst: each replacement moves the key at its
+// next call, carrying its debt, and its shards' batches are given back
+// before the old slot is retired, never into the new one (they would be
+// counted twice) and never lost.
+func TestHotSetPolicyFrozen(t *testing.T) {
+	const burst = 1000
+	l := keyrate.PerSecond(1_000_000).WithBurst(burst) // a batch of 15, cover 15
+	s, _ := hotStore(t, l, 16, 0)
+	admitted := 0
+	for i := 0; i < 4*burst; i++ {
+		if i%10 == 5 {
+			if err := s.SetPolicy(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{l}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.Allow("hot") {
+			admitted++
+		}
+	}
+	if admitted != burst {
+		t.Fatalf("admitted %d with the clock stopped across policy replacements, want %d", admitted, burst)
+	}
+}
