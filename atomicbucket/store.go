@@ -95,6 +95,9 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	}
 	s := &Store{pols: pols, grace: set.EvictionGrace, hot: newHotSet(own)}
 	s.m.Init(segments(), set.HashedKeys)
+	if s.hot != nil {
+		s.hot.home(&s.m)
+	}
 	s.book.Init(set.MaxKeys)
 	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
 	s.bg = sweep.Start(set.SweepInterval, s.routineSweep)
