@@ -2,6 +2,7 @@ package atomicbucket_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/keyrate/keyrate"
 )
@@ -46,5 +47,37 @@ func TestHotAllowAllDeniedSpendsNothing(t *testing.T) {
 	}
 	if admitted != burst {
 		t.Fatalf("the hot key admitted %d with the clock stopped around two denied AllowAll calls, want %d", admitted, burst)
+	}
+}
+
+// TestHotAllowAllZeroAllocs: keyrate.AllowAll over a known hot key and a
+// known plain key (given back, then decided in turn) and over two plain
+// keys of a store with hot keys (decided in the store) allocates nothing,
+// nor does AllowTier on a hot key under a tier.
+func TestHotAllowAllZeroAllocs(t *testing.T) {
+	s, clk := hotStore(t, keyrate.PerSecond(1_000_000).WithBurst(1_000_000), 4, 0)
+	tier, err := s.Tier(keyrate.DefaultPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"hot", "plain", "other"} {
+		s.Allow(k)
+	}
+	withHot := []keyrate.KeyCost{{Key: "hot", Cost: 1}, {Key: "plain", Cost: 1}}
+	plain := []keyrate.KeyCost{{Key: "other", Cost: 1}, {Key: "plain", Cost: 1}}
+	allocs := testing.AllocsPerRun(1000, func() {
+		clk.Advance(time.Microsecond)
+		if md, err := keyrate.AllowAll(s, withHot); err != nil || !md.Allowed {
+			t.Fatalf("AllowAll(%v) = %+v, %v", withHot, md, err)
+		}
+		if md, err := keyrate.AllowAll(s, plain); err != nil || !md.Allowed {
+			t.Fatalf("AllowAll(%v) = %+v, %v", plain, md, err)
+		}
+		if d, err := s.AllowTier("hot", tier, 2); err != nil || !d.Allowed {
+			t.Fatalf("AllowTier = %+v, %v", d, err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("AllowAll and AllowTier with a hot key: %v allocations per run, want 0", allocs)
 	}
 }
