@@ -53,8 +53,10 @@ type settings struct {
 //
 // The default is none. Every call on a store with hot keys first looks
 // the key up among them (a few string comparisons, or a map lookup for
-// more than 4 hot keys). Given to another store, WithHotKeys makes its New
-// fail with keyrate.ErrInvalidOption.
+// more than 4 hot keys), and New makes each hot key's shards, a cache
+// line each (1 KiB a key at GOMAXPROCS 8), whether or not it is ever
+// used. Given to another store, WithHotKeys makes its New fail with
+// keyrate.ErrInvalidOption.
 func WithHotKeys(keys ...string) keyrate.Option {
 	return config.StoreOption("atomicbucket.WithHotKeys", func(s *settings) error {
 		s.hot = append(s.hot, keys...)
