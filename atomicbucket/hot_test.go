@@ -36,6 +36,15 @@ func TestPoliciesHot(t *testing.T) {
 	conformance.RunPolicies(t, bounded.With(atomicbucket.WithAllHot(4, time.Hour)))
 }
 
+// TestWaitHot runs the reservation and wait checks with every key hot, on
+// 4 shards whose batches live for an hour, and CancelRace, a reservation
+// made while a cancel runs (a hook on the clock).
+func TestWaitHot(t *testing.T) {
+	b := bounded.With(atomicbucket.WithAllHot(4, time.Hour))
+	conformance.RunWait(t, b)
+	t.Run("CancelRace", func(t *testing.T) { conformance.CancelRace(t, b) })
+}
+
 // hotStore returns a store enforcing l on a manual clock, with "hot" a hot
 // key of shards shards whose batches live for lifetime.
 func hotStore(t *testing.T, l keyrate.Limit, shards int, lifetime time.Duration) (*atomicbucket.Store, *clock.Manual) {
