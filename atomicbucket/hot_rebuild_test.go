@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
+	"github.com/keyrate/keyrate/clock"
 )
 
 // TestHotRebuildFrozen: a rebuild of a hot key's segment (the table
@@ -18,9 +19,19 @@ import (
 // rebuilds in a row, each with batches out, lose nothing either.
 func TestHotRebuildFrozen(t *testing.T) {
 	const burst = 1000
-	for _, rebuilds := range []int{1, 5} {
-		t.Run(fmt.Sprintf("rebuilds=%d", rebuilds), func(t *testing.T) {
-			s, _ := hotStore(t, keyrate.PerSecond(1_000_000).WithBurst(burst), 16, time.Hour)
+	for _, c := range []struct {
+		rebuilds int
+		more     []string // other hot keys: more than 4 are looked up in a map
+	}{{1, nil}, {5, nil}, {1, []string{"a", "b", "c", "d", "e"}}} {
+		rebuilds := c.rebuilds
+		t.Run(fmt.Sprintf("rebuilds=%d/hot=%d", rebuilds, 1+len(c.more)), func(t *testing.T) {
+			s, err := atomicbucket.New(keyrate.PerSecond(1_000_000).WithBurst(burst),
+				keyrate.WithClock(clock.NewManual(time.Hour)), atomicbucket.WithHotShards(16, time.Hour),
+				atomicbucket.WithHotKeys(append([]string{"hot"}, c.more...)...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
 			n := 0
 			for range rebuilds {
 				for range 2 { // the second call takes a batch, when the word holds one
