@@ -33,9 +33,7 @@ type settings struct {
 // the word keeps half its burst; past that, calls spend from the word
 // directly, at the plain key's speed. A burst after a spell of sharded
 // load so finds about half the key's burst, and a key over its limit
-// loses about half a burst once, and so does a key whose segment is
-// rebuilt while its shards hold batches (docs/design/hotkeys.md has the
-// bounds). A time source that steps back can let a give-back return up to
+// loses about half a burst once (docs/design/hotkeys.md has the bounds). A time source that steps back can let a give-back return up to
 // a batch's worth too much (the exception docs/guides/contract.md lists;
 // the default clock never steps back).
 //
@@ -47,15 +45,18 @@ type settings struct {
 // the tokens outside the shards (a lower bound), and a denial comes only
 // after the shards were given back, so its RetryAfter is the plain
 // store's. Reserve, ReserveTier, Wait and WaitTier give a hot key's shards
-// back first, then work as for any key; Refund and RefundTier give them
+// back first, then work as for any key, and so does keyrate.AllowAll
+// for the hot keys of its request (decided in turn); Refund and RefundTier give them
 // back and take no batch until the word is refilled, so that a refund
 // fills the key to its Burst and no further; Peek and Cancel work on the
 // word alone (Peek's Remaining is then a lower bound too).
 //
 // The default is none. Every call on a store with hot keys first looks
 // the key up among them (a few string comparisons, or a map lookup for
-// more than 4 hot keys). Given to another store, WithHotKeys makes its New
-// fail with keyrate.ErrInvalidOption.
+// more than 4 hot keys), and New makes each hot key's shards, a cache
+// line each (1 KiB a key at GOMAXPROCS 8), whether or not it is ever
+// used. Given to another store, WithHotKeys makes its New fail with
+// keyrate.ErrInvalidOption.
 func WithHotKeys(keys ...string) keyrate.Option {
 	return config.StoreOption("atomicbucket.WithHotKeys", func(s *settings) error {
 		s.hot = append(s.hot, keys...)
@@ -74,6 +75,46 @@ type hotSet struct {
 	lazy     sync.Map // key → *hotshard.Key, when all
 	shards   int
 	lifetime time.Duration
+	// homes is every named key's shards with its segment, for
+	// beforeRebuild (set by home).
+	homes []hotHome
+}
+
+// hotHome is a named hot key's shards and the segment of its slot.
+type hotHome struct {
+	sg *casmap.Segment
+	k  *hotshard.Key
+}
+
+// home records the segment of m each named hot key lives in, and makes
+// every rebuild of such a segment give the key's shards back first
+// (beforeRebuild). Call it once, after m's Init.
+func (h *hotSet) home(m *casmap.Map) {
+	add := func(name string, k *hotshard.Key) {
+		h.homes = append(h.homes, hotHome{sg: m.Segment(m.Hash(name)), k: k})
+	}
+	for i := range h.names {
+		add(h.names[i].name, h.keys[i])
+	}
+	for name, k := range h.m {
+		add(name, k)
+	}
+	m.OnRebuild(h.beforeRebuild)
+}
+
+// beforeRebuild gives back the shards of the named hot keys of segment
+// sg, whose table is about to be rebuilt under its lock: the rebuild
+// moves each key to a new slot, and a batch charged to the old one could
+// give nothing back (a give-back never writes a moved slot), so that a
+// rebuild would lose what the shards hold (TestHotRebuildFrozen). A batch
+// taken meanwhile, before the rebuild freezes the slot, still is lost, as
+// are those of the keys WithAllHot (a test knob) makes hot.
+func (h *hotSet) beforeRebuild(sg *casmap.Segment) {
+	for i := range h.homes {
+		if h.homes[i].sg == sg {
+			h.homes[i].k.Drain()
+		}
+	}
 }
 
 // hotScan is the most hot keys looked up by comparison rather than a map.

@@ -36,6 +36,28 @@ func TestPoliciesHot(t *testing.T) {
 	conformance.RunPolicies(t, bounded.With(atomicbucket.WithAllHot(4, time.Hour)))
 }
 
+// TestWaitHot runs the reservation and wait checks with every key hot, on
+// 4 shards whose batches live for an hour, and CancelRace, a reservation
+// made while a cancel runs (a hook on the clock).
+func TestWaitHot(t *testing.T) {
+	b := bounded.With(atomicbucket.WithAllHot(4, time.Hour))
+	conformance.RunWait(t, b)
+	t.Run("CancelRace", func(t *testing.T) { conformance.CancelRace(t, b) })
+}
+
+// TestMultiKeyHot runs keyrate.AllowAll's checks with every key hot (on 4
+// shards whose batches live for an hour), where AllowAll gives the
+// request's hot keys' shards back and decides it in turn. (Not
+// RunMultiKeyUndo: it checks the in-store path, which a request with a
+// hot key does not take.)
+func TestMultiKeyHot(t *testing.T) {
+	open := conformance.NewOpenCarry(func(l keyrate.Limit, o ...keyrate.Option) (keyrate.Limiter, error) {
+		return atomicbucket.New(l, append([]keyrate.Option{atomicbucket.WithAllHot(4, time.Hour)}, o...)...)
+	})
+	conformance.RunMultiKey(t, conformance.MultiKey{Open: open})
+	t.Run("ZeroAllocs", func(t *testing.T) { conformance.MultiKeyZeroAllocs(t, open) })
+}
+
 // hotStore returns a store enforcing l on a manual clock, with "hot" a hot
 // key of shards shards whose batches live for lifetime.
 func hotStore(t *testing.T, l keyrate.Limit, shards int, lifetime time.Duration) (*atomicbucket.Store, *clock.Manual) {

@@ -95,6 +95,9 @@ func New(limit keyrate.Limit, opts ...keyrate.Option) (*Store, error) {
 	}
 	s := &Store{pols: pols, grace: set.EvictionGrace, hot: newHotSet(own)}
 	s.m.Init(segments(), set.HashedKeys)
+	if s.hot != nil {
+		s.hot.home(&s.m)
+	}
 	s.book.Init(set.MaxKeys)
 	s.pacer.Init(min(sweep.MinPace, max(set.MaxKeys, 1)))
 	s.bg = sweep.Start(set.SweepInterval, s.routineSweep)
@@ -540,6 +543,7 @@ func (s *Store) locked(sg *casmap.Segment, key string, h uint64, rs *rules.Rules
 		// Room for the key under rs first: a segment that cannot take it
 		// leaves it in its old slot, with its debt, and the call is
 		// refused as a full store's (never a full bucket next time).
+		s.drainHot(key) // see carry
 		pd, ok := s.m.Prepare(sg, key, h, rs)
 		if !ok {
 			return st, t, 0, true
@@ -932,6 +936,8 @@ func refund(ref casmap.Ref, rs *rules.Rules, t time.Duration, cost int) rules.St
 // It reports false, leaving the key in its old slot with its states, if
 // the segment cannot take the key under rs (casmap.Map.Prepare).
 //
+// A hot key's shards are given back into the old slot first (drainHot).
+//
 // The states are carried at a reading taken once the old slot is retired
 // (and no earlier than the call's first, taken before the lock), so that
 // no spend from it holds a later one: a carry at an older reading would
@@ -947,6 +953,11 @@ func (s *Store) carry(sg *casmap.Segment, key string, h uint64, rs *rules.Rules)
 	if !ref.Found() || from == rs {
 		return true
 	}
+	// A hot key's batches back in the slot they were charged to, before
+	// Prepare may rebuild the table (moving the slot) and Retire ends it:
+	// a give-back never writes a moved or retired slot, and they would be
+	// lost (TestHotTierMovesFrozen). One taken meanwhile is.
+	s.drainHot(key)
 	pd, ok := s.m.Prepare(sg, key, h, rs)
 	if !ok {
 		return false

@@ -77,7 +77,17 @@ type Map struct {
 	mask   uint64       // len(segs) - 1: h>>segShift&mask is h's segment
 	seed   flatmap.Seed // the secret of the keys' hashes, shared with no other store
 	hashed bool
+	// beforeRebuild, if set (OnRebuild), runs under a segment's lock
+	// before its table is rebuilt.
+	beforeRebuild func(sg *Segment)
 }
+
+// OnRebuild makes f run before every rebuild of a segment's table (a
+// growth, a tidy or Rebuild), under the segment's lock, while its slots
+// are still live: a store gives back there what was charged to slots
+// that are about to move (atomicbucket's hot keys). f must not take the
+// segment's lock. Call it after Init, before m is shared.
+func (m *Map) OnRebuild(f func(sg *Segment)) { m.beforeRebuild = f }
 
 // segShift is where the bits of a hash that pick its segment start: above
 // the home slot's 32 bits and the tag's 8.

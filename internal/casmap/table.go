@@ -186,6 +186,9 @@ func (m *Map) rebuild(sg *Segment, size int) bool {
 	if size > maxSlots {
 		return false
 	}
+	if m.beforeRebuild != nil {
+		m.beforeRebuild(sg)
+	}
 	old := sg.tab.Load()
 	nt := &table{slots: make([]slot, size), hashed: m.hashed}
 	nt.chunks.Store(new([][]byte))

@@ -28,6 +28,7 @@ func RunWait(t *testing.T, b Bounded) {
 	t.Run("ReserveSteps", func(t *testing.T) { testReserveSteps(t, b) })
 	t.Run("CancelOrder", func(t *testing.T) { testCancelOrder(t, b) })
 	t.Run("CancelAfterTierMoves", func(t *testing.T) { testCancelAfterTierMoves(t, b) })
+	t.Run("ReservedSlotNotShared", func(t *testing.T) { testReservedSlotNotShared(t, b) })
 	t.Run("UnlimitedReservationAt", func(t *testing.T) { testUnlimitedReservationAt(t, b) })
 	t.Run("CancelSeveralWindows", func(t *testing.T) { testCancelSeveralWindows(t, b) })
 	t.Run("WaitErrors", func(t *testing.T) { testWaitErrors(t, b) })
@@ -889,4 +890,50 @@ func CancelRace(t *testing.T, b Bounded) {
 		t.Fatal("cancelling B, then A, did not give both back")
 	}
 	wantReservation(t, "Reserve after both cancels", reserve(t, w, "k", 1, time.Hour), true, time.Second)
+}
+
+// testReservedSlotNotShared: a reservation of a key's whole burst owns its slot:
+// another goroutine's call on the key runs at the reservation's reading
+// (a hook on it), the reservation waits for what that call left, and
+// once the key has denied a call, no call at the slot is admitted. A store
+// that keeps part of a key's tokens elsewhere (atomicbucket's hot keys'
+// shards) and gives them back to the key's state while the reservation
+// waits lets calls share the slot: up to what was given back more than
+// Burst at one reading. (Every store reads the clock for a reservation
+// outside its locks: the hook's call would wait for one held.)
+func testReservedSlotNotShared(t *testing.T, b Bounded) {
+	const burst = 1000
+	clk := NewHookClock(start)
+	l, err := b.New(t, perSecondBurst(1_000_000, burst), clk.Manual, keyrate.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	w := l.(keyrate.WaitLimiter)
+	if !w.Allow("k") {
+		t.Fatal("the first call was denied")
+	}
+	clk.AtNextReading(func() {
+		done := make(chan bool)
+		go func() { done <- w.Allow("k") }()
+		if !<-done {
+			t.Error("the call at the reservation's reading was denied")
+		}
+	})
+	r := reserve(t, w, "k", burst, time.Second)
+	if !clk.Fired() || !r.OK() || r.Delay() <= 0 {
+		t.Fatalf("the reservation did not run as planned (fired %v, OK %v, delay %v)", clk.Fired(), r.OK(), r.Delay())
+	}
+	// Calls now get only what the other call's store set aside for the
+	// key before the reservation (a hot key's batch, if this goroutine's
+	// shard is that call's); the first denial gives back what is left.
+	for i := 0; i <= burst && w.Allow("k"); i++ {
+	}
+	clk.Advance(r.Delay())
+	n := 0
+	for ; n <= burst && w.Allow("k"); n++ {
+	}
+	if n != 0 {
+		t.Fatalf("at the slot of a reservation of the whole burst (%v), %d more calls were admitted: %d at one reading, Burst %d", r.Delay(), n, burst+n, burst)
+	}
 }

@@ -93,10 +93,15 @@ func (k *Key) Sharded(rs *rules.Rules) (b int, cover uint64) {
 // two at least 2·GOMAXPROCS.
 func Shards() int { return layout.NextPow2(2 * runtime.GOMAXPROCS(0)) }
 
-// NewKey returns a key with n shards (rounded up to a power of two) whose
-// batches live for lifetime (Lifetime if it is not positive).
+// MaxShards is the most shards a key has: Shards at the runtime's most
+// GOMAXPROCS is 2048.
+const MaxShards = 1 << 16
+
+// NewKey returns a key with n shards (rounded up to a power of two, at
+// least 1 and at most MaxShards) whose batches live for lifetime
+// (Lifetime if it is not positive).
 func NewKey(n int, lifetime time.Duration) *Key {
-	n = layout.NextPow2(n)
+	n = layout.NextPow2(min(max(n, 1), MaxShards))
 	if lifetime <= 0 {
 		lifetime = Lifetime
 	}
@@ -357,7 +362,9 @@ func (k *Key) Release() {
 // charged b·I + Δ, is then charged as if it had been taken for t − t0 and
 // (b − u) tokens, which covers every token it served (all at readings
 // before t). An expired batch, or one given back at a reading before its
-// take (a clock stepped back), gives back nothing. The caller has swapped
+// take (a clock stepped back), gives back nothing, and so does a word
+// that owes more than its Burst at t (a reservation pending:
+// rules.Rule.GiveBack). The caller has swapped
 // the shard's word away from the batch, so nothing serves from it any
 // more.
 func (sh *shard) giveBack(u uint64) {

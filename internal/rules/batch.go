@@ -49,8 +49,13 @@ func (p *Rule) TakeBatch(s State, now uint64, n int, cover, keep uint64) (State,
 // store gives back a batch's unused tokens and unused cover with it, at a
 // floor no earlier than any reading a spend since the batch was taken
 // used (docs/design/hotkeys.md says why that is exact).
+//
+// A bucket that owes more than its Burst at floor gains nothing, as from
+// a refund (Refund): its tokens up to s are promised to reservations whose
+// slots have not come, a spend counted at a reading after floor, and
+// moving s back would let new requests share a reserved slot.
 func (p *Rule) GiveBack(s State, back, floor uint64) State {
-	if uint64(s) <= floor {
+	if uint64(s) <= floor || p.pending(s, floor) {
 		return s
 	}
 	if back >= uint64(s)-floor {
