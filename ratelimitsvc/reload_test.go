@@ -203,22 +203,7 @@ func TestReloadUnderLoad(t *testing.T) {
 func TestWatch(t *testing.T) {
 	dir := t.TempDir()
 	path := writeFile(t, dir, "api.yaml", userConfig(10, ""))
-	cfg, err := ratelimitsvc.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRigConfig(t, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	trigger := make(chan struct{})
-	reports := make(chan error, 16)
-	done := make(chan error, 1)
-	go func() { done <- r.svc.Watch(ctx, []string{path}, trigger, func(err error) { reports <- err }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	r, trigger, reports := watchRig(t, path)
 	limit := func() uint32 {
 		return r.call(t, "api", desc("user=w")).Statuses[0].CurrentLimit.GetRequestsPerUnit()
 	}
@@ -238,7 +223,7 @@ func TestWatch(t *testing.T) {
 	// rewrite's own events may still be on their way: the first error is
 	// the bad file's.)
 	writeFile(t, dir, "api.yaml", "domain: api\ndescriptors: [\n")
-	err = waitReport(t, reports)
+	err := waitReport(t, reports)
 	for err == nil {
 		err = waitReport(t, reports)
 	}
@@ -264,6 +249,30 @@ func TestWatch(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// watchRig loads the config at path into a rig and runs its service's
+// Watch on path until the test ends (its error, if any, failing the
+// test), with a trigger (SIGHUP's) and the channel of its reports.
+func watchRig(t *testing.T, path string) (*rig, chan<- struct{}, <-chan error) {
+	t.Helper()
+	cfg, err := ratelimitsvc.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigConfig(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	reports := make(chan error, 64)
+	done := make(chan error, 1)
+	trigger := make(chan struct{})
+	go func() { done <- r.svc.Watch(ctx, []string{path}, trigger, func(err error) { reports <- err }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return r, trigger, reports
 }
 
 // waitReport waits (up to 30s: the file system's events are the one
@@ -473,22 +482,7 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 			if asDir {
 				path = dir
 			}
-			cfg, err := ratelimitsvc.LoadConfig(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := newRigConfig(t, cfg)
-			ctx, cancel := context.WithCancel(context.Background())
-			reports := make(chan error, 64)
-			done := make(chan error, 1)
-			trigger := make(chan struct{})
-			go func() { done <- r.svc.Watch(ctx, []string{path}, trigger, func(err error) { reports <- err }) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			r, trigger, reports := watchRig(t, path)
 			trigger <- struct{}{} // taken once Watch watches
 			if err := waitReport(t, reports); err != nil {
 				t.Fatal(err)
@@ -575,22 +569,7 @@ func TestWatchConfigMapSwap(t *testing.T) {
 			if !asDir {
 				path = filepath.Join(dir, "api.yaml")
 			}
-			cfg, err := ratelimitsvc.LoadConfig(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := newRigConfig(t, cfg)
-			ctx, cancel := context.WithCancel(context.Background())
-			reports := make(chan error, 64)
-			done := make(chan error, 1)
-			trigger := make(chan struct{})
-			go func() { done <- r.svc.Watch(ctx, []string{path}, trigger, func(err error) { reports <- err }) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			r, trigger, reports := watchRig(t, path)
 			trigger <- struct{}{} // taken once Watch watches
 			if err := waitReport(t, reports); err != nil {
 				t.Fatal(err)
