@@ -48,3 +48,25 @@ func TestPeerTypedNilAddr(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerNilPeer: a context holding a nil *peer.Peer (peer.NewContext(ctx,
+// nil), which an earlier interceptor or a test harness may write;
+// peer.FromContext then reports it with ok true) has no address either:
+// ByPeer fails the call as for no peer (codes.Internal), calling no
+// handler, rather than dereferencing the nil peer and panicking, which in
+// a gRPC server would end the process.
+func TestPeerNilPeer(t *testing.T) {
+	store, _ := newStore(t, keyrate.PerMinute(10))
+	in, err := grpclimit.New(store)
+	require.NoError(t, err)
+	ctx := peer.NewContext(context.Background(), nil)
+	called := false
+	var callErr error
+	require.NotPanics(t, func() {
+		_, callErr = in.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: checkMethod},
+			func(context.Context, any) (any, error) { called = true; return nil, nil })
+	})
+	assert.False(t, called, "a call without a peer never reaches its handler")
+	assert.Equal(t, codes.Internal, status.Code(callErr), "%v", callErr)
+	assert.Equal(t, 0, store.Len(), "no key stored")
+}
