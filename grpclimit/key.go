@@ -23,8 +23,8 @@ var (
 	// It wraps keyrate.ErrInvalidKey.
 	ErrNoKey = fmt.Errorf("grpclimit: call has no key (%w)", keyrate.ErrInvalidKey)
 
-	// ErrNoPeer reports a call whose context has no peer (grpc/peer), or
-	// a peer with a nil address, so that ByPeer has no address: not a call
+	// ErrNoPeer reports a call whose context has no peer (grpc/peer), a
+	// nil *peer.Peer, or a peer with a nil address, so that ByPeer has no address: not a call
 	// a gRPC server makes.
 	ErrNoPeer = errors.New("grpclimit: call has no peer address")
 )
@@ -32,7 +32,7 @@ var (
 // peerKey is ByPeer's key function.
 func peerKey(ctx context.Context, _ string) (string, error) {
 	p, ok := peer.FromContext(ctx)
-	if !ok || isnil.Is(p.Addr) { // a nil *net.TCPAddr too: no address
+	if !ok || p == nil || isnil.Is(p.Addr) { // a nil *Peer, a nil *net.TCPAddr too: no address
 		return "", ErrNoPeer
 	}
 	switch a := p.Addr.(type) {
