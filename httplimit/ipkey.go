@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/keyrate/keyrate/internal/clientkey"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // ipKey is ByIP's configuration and its key function.
@@ -101,7 +102,13 @@ func unpinned(raw, line string) string {
 // "unix:" and the socket's name, and false for any other request.
 func unixKey(r *http.Request) (string, bool) {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil {
+	if !ok {
+		return "", false
+	}
+	if _, tcp := local.(*net.TCPAddr); tcp || isnil.Is(local) {
+		// TCP, the common case, without reflection; and a nil address
+		// (a harness's or a middleware's), whose Network may panic, as
+		// a nil *net.UnixAddr's does.
 		return "", false
 	}
 	switch local.Network() {
