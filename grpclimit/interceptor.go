@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -257,10 +258,13 @@ func (in *Interceptor) rate(ctx context.Context, method, key string) (keyrate.De
 }
 
 // denied returns the status error of a call to method that d denied:
-// codes.ResourceExhausted with a RetryInfo detail of d.RetryAfter.
+// codes.ResourceExhausted with a RetryInfo detail of d.RetryAfter, or of
+// 1ns if d.RetryAfter is not positive (a Limiter that gets it wrong: a
+// deny never tells the client to retry at once, nor in the past).
 func denied(method string, d keyrate.Decision) error {
-	st := status.Newf(codes.ResourceExhausted, "grpclimit: rate limit exceeded for %s; retry after %v", method, d.RetryAfter)
-	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}); err == nil {
+	retry := max(d.RetryAfter, time.Nanosecond)
+	st := status.Newf(codes.ResourceExhausted, "grpclimit: rate limit exceeded for %s; retry after %v", method, retry)
+	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}); err == nil {
 		st = ds
 	}
 	return st.Err()
