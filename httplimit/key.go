@@ -48,8 +48,10 @@ func ByHeader(name string) Option {
 	}
 }
 
-// ByFunc keys requests with key. An error from key, or an empty key, sends
-// the request to the error handler. A nil key makes New fail with an error
+// ByFunc keys requests with key. An empty key, or an error from key that
+// wraps ErrNoKey, sends the request to the no-key handler (400 by
+// default, see WithNoKeyHandler); any other error from key, to the error
+// handler (500 by default). A nil key makes New fail with an error
 // wrapping keyrate.ErrInvalidOption.
 func ByFunc(key func(*http.Request) (string, error)) Option {
 	return func(c *config) {
