@@ -3,7 +3,6 @@ package atomicbucket_test
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
 
 // TestHotEvictedRecreated: a hot key swept while its shards hold batches
@@ -35,25 +35,13 @@ func TestHotEvictedRecreated(t *testing.T) {
 				defer s.Close()
 				hammer := func(calls int) int64 {
 					var admitted atomic.Int64
-					var ready, done sync.WaitGroup
-					release := make(chan struct{})
-					for range 8 {
-						ready.Add(1)
-						done.Add(1)
-						go func() {
-							defer done.Done()
-							ready.Done()
-							<-release
-							for range calls {
-								if s.Allow("hot") {
-									admitted.Add(1)
-								}
+					conformance.Together(8, func(_ int) {
+						for range calls {
+							if s.Allow("hot") {
+								admitted.Add(1)
 							}
-						}()
-					}
-					ready.Wait()
-					close(release)
-					done.Wait()
+						}
+					})
 					return admitted.Load()
 				}
 				hammer(20) // shards hold batches now, the word the rest

@@ -3,13 +3,13 @@ package atomicbucket_test
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
 
 // TestHotRefundCapped: a refund fills a key up to its Burst and no
@@ -61,33 +61,21 @@ func TestHotRefundRace(t *testing.T) {
 			const burst = 1000
 			s, _ := hotStore(t, keyrate.PerSecond(1_000_000).WithBurst(burst), 16, 0)
 			var net atomic.Int64
-			var ready, done sync.WaitGroup
-			release := make(chan struct{})
-			for g := range 8 {
-				ready.Add(1)
-				done.Add(1)
-				go func() {
-					defer done.Done()
-					ready.Done()
-					<-release
-					for i := range 400 {
-						if !s.Allow("hot") {
-							continue
-						}
-						net.Add(1)
-						if (g+i)%3 == 0 {
-							if err := s.Refund("hot", 1); err != nil {
-								t.Error(err)
-								return
-							}
-							net.Add(-1)
-						}
+			conformance.Together(8, func(g int) {
+				for i := range 400 {
+					if !s.Allow("hot") {
+						continue
 					}
-				}()
-			}
-			ready.Wait()
-			close(release)
-			done.Wait()
+					net.Add(1)
+					if (g+i)%3 == 0 {
+						if err := s.Refund("hot", 1); err != nil {
+							t.Error(err)
+							return
+						}
+						net.Add(-1)
+					}
+				}
+			})
 			for s.Allow("hot") {
 				net.Add(1)
 			}

@@ -93,29 +93,17 @@ func TestHotFrozenBarrier(t *testing.T) {
 			}
 			var admitted atomic.Int64
 			admitted.Add(2)
-			var ready, done sync.WaitGroup
-			release := make(chan struct{})
-			for g := range 16 {
-				ready.Add(1)
-				done.Add(1)
-				go func() {
-					defer done.Done()
-					ready.Done()
-					<-release
-					for i := range 200 {
-						cost := 1
-						if (g+i)%5 == 0 {
-							cost = 2
-						}
-						if d, err := s.AllowN("hot", cost); err == nil && d.Allowed {
-							admitted.Add(int64(cost))
-						}
+			conformance.Together(16, func(g int) {
+				for i := range 200 {
+					cost := 1
+					if (g+i)%5 == 0 {
+						cost = 2
 					}
-				}()
-			}
-			ready.Wait()
-			close(release)
-			done.Wait()
+					if d, err := s.AllowN("hot", cost); err == nil && d.Allowed {
+						admitted.Add(int64(cost))
+					}
+				}
+			})
 			for s.Allow("hot") { // what a cost-2 denial may have left, one by one
 				admitted.Add(1)
 			}

@@ -3,7 +3,6 @@ package atomicbucket_test
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/atomicbucket"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 )
 
 // TestHotTierMovesFrozen: a hot key moved back and forth between two
@@ -111,32 +111,20 @@ func TestHotTierMovesConcurrent(t *testing.T) {
 				ta, _ := s.Tier("a")
 				tb, _ := s.Tier("b")
 				var admitted atomic.Int64
-				var ready, done sync.WaitGroup
-				release := make(chan struct{})
-				for g := range 8 {
-					ready.Add(1)
-					done.Add(1)
-					go func() {
-						defer done.Done()
-						ready.Done()
-						<-release
-						for i := range 400 {
-							tier := ta
-							if (i/20+g)%2 == 1 {
-								tier = tb
-							}
-							if d, err := s.AllowTier("hot", tier, 1+i%3); err != nil {
-								t.Error(err)
-								return
-							} else if d.Allowed {
-								admitted.Add(int64(1 + i%3))
-							}
+				conformance.Together(8, func(g int) {
+					for i := range 400 {
+						tier := ta
+						if (i/20+g)%2 == 1 {
+							tier = tb
 						}
-					}()
-				}
-				ready.Wait()
-				close(release)
-				done.Wait()
+						if d, err := s.AllowTier("hot", tier, 1+i%3); err != nil {
+							t.Error(err)
+							return
+						} else if d.Allowed {
+							admitted.Add(int64(1 + i%3))
+						}
+					}
+				})
 				for _, tier := range []keyrate.Tier{ta, tb, ta} { // what the shards and the word still hold
 					for {
 						d, err := s.AllowTier("hot", tier, 1)

@@ -426,28 +426,38 @@ func testLargeBurst(t *testing.T, s Store) {
 // returning the total f reported true.
 func hammer(g, n int, f func(gi, i int) bool) int64 {
 	var admitted atomic.Int64
+	Together(g, func(gi int) {
+		local := int64(0)
+		for i := 0; i < n; i++ {
+			if f(gi, i) {
+				local++
+			}
+		}
+		admitted.Add(local)
+	})
+	return admitted.Load()
+}
+
+// Together runs f(0) to f(g−1), each in a goroutine of its own, released
+// at once when all have started (the barrier that makes a concurrency
+// check race its goroutines rather than run them one after another), and
+// returns when every one has returned.
+func Together(g int, f func(gi int)) {
 	var ready, done sync.WaitGroup
 	release := make(chan struct{})
 	ready.Add(g)
 	done.Add(g)
-	for gi := 0; gi < g; gi++ {
+	for gi := range g {
 		go func() {
 			defer done.Done()
 			ready.Done()
 			<-release
-			local := int64(0)
-			for i := 0; i < n; i++ {
-				if f(gi, i) {
-					local++
-				}
-			}
-			admitted.Add(local)
+			f(gi)
 		}()
 	}
 	ready.Wait()
 	close(release)
 	done.Wait()
-	return admitted.Load()
 }
 
 // procs is the GOMAXPROCS values the concurrency tests repeat at.
