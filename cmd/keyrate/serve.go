@@ -132,7 +132,9 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.limit.Burst == 0 {
+	burstSet := false
+	fs.Visit(func(fl *flag.Flag) { burstSet = burstSet || fl.Name == "burst" })
+	if !burstSet { // a -burst 0 given is a bad value, not the default
 		c.limit.Burst = c.limit.Rate
 	}
 	if c.trust != "" && c.key.header != "" {
