@@ -76,6 +76,33 @@ func TestServeExplicitZeroBurst(t *testing.T) {
 	}
 }
 
+// TestServeTrustList: -trust takes a list as people write one, with
+// spaces after the commas; an empty entry is still an error naming it.
+// handler is called, not runServe, so that nothing listens.
+func TestServeTrustList(t *testing.T) {
+	for _, tt := range []struct {
+		trust string
+		ok    bool
+	}{
+		{"10.0.0.0/8,192.168.0.0/16", true},
+		{"10.0.0.0/8, 192.168.0.0/16", true},
+		{" 10.0.0.0/8 ,\t::1 ", true},
+		{"10.0.0.0/8,", false},
+		{"10.0.0.0/8,,::1", false},
+	} {
+		c, err := parseServe([]string{"-trust", tt.trust}, io.Discard)
+		if err == nil {
+			_, err = c.handler()
+		}
+		if (err == nil) != tt.ok {
+			t.Errorf("-trust %q: error %v, want ok=%v", tt.trust, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), `""`) {
+			t.Errorf("-trust %q: error %q does not quote the empty entry", tt.trust, err)
+		}
+	}
+}
+
 func TestServeHelp(t *testing.T) {
 	var stdout, stderr strings.Builder
 	if code := runServe([]string{"-h"}, &stdout, &stderr); code != 0 {
