@@ -108,6 +108,9 @@ func parsePolicies(name string, r io.Reader) (*policyFile, error) {
 		}
 		pname := fields[0]
 		if err := checkPolicyName(pname); err != nil {
+			if line == 1 && strings.HasPrefix(pname, string(byteOrderMark)) {
+				return nil, fail("%v: %s", err, bomHint("file"))
+			}
 			return nil, fail("%v", err)
 		}
 		i := f.find(pname)

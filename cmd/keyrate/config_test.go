@@ -56,6 +56,7 @@ func TestParsePoliciesErrors(t *testing.T) {
 		{"# only a comment\n\n", "tiers.txt: no policies (want lines of NAME RATE PER [BURST] or NAME unlimited)"},
 		{"free 10\n", "tiers.txt:1: 2 fields, want NAME RATE PER [BURST] or NAME unlimited"},
 		{"free\n", "tiers.txt:1: 1 field, want NAME RATE PER [BURST] or NAME unlimited"},
+		{"\xef\xbb\xbffree 10 1m\n", `tiers.txt:1: name "\ufefffree": byte "\xef" at 0 is not a letter, digit, '-', '_' or '.': the file starts with a UTF-8 byte-order mark; save it without one`},
 		{"free 10 1m 10 # burst\n", "tiers.txt:1: 6 fields, want NAME RATE PER [BURST] or NAME unlimited"},
 		{"\nfree ten 1m\n", `tiers.txt:2: rate "ten" is not a whole number`},
 		{"free 99999999999999999999 1m\n", `tiers.txt:1: rate "99999999999999999999" is out of range`},

@@ -398,9 +398,22 @@ func (in *lines) header(name string, lo, hi int64) (int64, error) {
 	}
 	v, msg := integer(name, f[0], lo, hi)
 	if msg != "" {
+		if in.line == 1 && bytes.HasPrefix(f[0], byteOrderMark) {
+			msg += ": " + bomHint("input")
+		}
 		return 0, in.errorf("%s", msg)
 	}
 	return v, nil
+}
+
+// byteOrderMark is U+FEFF in UTF-8, which some editors write at the start
+// of a file: neither replay's input nor a policies file may begin with it.
+var byteOrderMark = []byte("\ufeff")
+
+// bomHint is what an error on a first line that begins with
+// byteOrderMark adds: what, "input" or "file", starts with it.
+func bomHint(what string) string {
+	return "the " + what + " starts with a UTF-8 byte-order mark; save it without one"
 }
 
 // missing returns the error for command i (from 0) of n not being where it

@@ -160,6 +160,7 @@ func TestReplayErrors(t *testing.T) {
 		{"blank capacity", "\n3\n10\n0\n", "line 1: missing capacity"},
 		{"capacity not an integer", "x\n10\n0\n", `line 1: capacity "x" is not an integer`},
 		{"capacity a float", "3.0\n10\n0\n", `line 1: capacity "3.0" is not an integer`},
+		{"byte-order mark", "\xef\xbb\xbf3\n10\n0\n", `line 1: capacity "\ufeff3" is not an integer: the input starts with a UTF-8 byte-order mark; save it without one`},
 		{"capacity zero", "0\n10\n0\n", "line 1: capacity 0 is below 1"},
 		{"capacity negative", "-5\n10\n0\n", "line 1: capacity -5 is below 1"},
 		{"capacity below int64", "-99999999999999999999\n10\n0\n", "line 1: capacity -99999999999999999999 is below 1"},

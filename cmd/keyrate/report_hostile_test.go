@@ -184,3 +184,26 @@ func TestReportKeepsOtherReadme(t *testing.T) {
 		require.Equal(t, 0, code, "stderr %q", stderr)
 	}
 }
+
+// TestReportResultsNotFiles: a results directory whose bench.txt,
+// machine.txt or peers.txt is a directory is one line naming that path and
+// saying what it is, with no made-up line number (":0:").
+func TestReportResultsNotFiles(t *testing.T) {
+	for _, name := range []string{"bench.txt", "machine.txt", "peers.txt"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			results := filepath.Join(dir, "results")
+			if name != "bench.txt" {
+				writeIn(t, results, "bench.txt", benchLines("store=atomic/wl=hotkey", 10, 40))
+			}
+			require.NoError(t, os.MkdirAll(filepath.Join(results, name), 0o755))
+			var stdout, stderr strings.Builder
+			code := runReport([]string{"-o", filepath.Join(dir, "out"), results}, &stdout, &stderr)
+			assert.Equal(t, 2, code, "stderr %q", stderr.String())
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+			assert.Contains(t, stderr.String(), filepath.Join(results, name)+" is a directory")
+			assert.NotContains(t, stderr.String(), ":0:")
+			assert.Empty(t, stdout.String())
+		})
+	}
+}

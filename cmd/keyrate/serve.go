@@ -122,7 +122,7 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 	fs.IntVar(&c.limit.Burst, "burst", 0, "the bucket's capacity (default: -rate)")
 	fs.Var(&c.store, "store", "the `name` of the store: mutex, striped or atomic")
 	fs.Var(&c.key, "key", "what keys a request: `ip` (the client address) or header:NAME (e.g. header:X-API-Key)")
-	fs.StringVar(&c.trust, "trust", "", "comma-separated `CIDRs` of proxies whose X-Forwarded-For is honoured (with -key ip)")
+	fs.StringVar(&c.trust, "trust", "", "comma-separated `CIDRs` (or IPs) of proxies whose X-Forwarded-For is honoured (with -key ip)")
 	fs.BoolVar(&c.legacy, "legacy", false, "also send X-RateLimit-Limit, -Remaining and -Reset")
 	policies := fs.String("policies", "", "a `file` of named policies (tiers), one window per line (see above)")
 	fs.StringVar(&c.tierHeader, "tier-header", "", "the request header `name` whose value picks the policy, e.g. X-Plan (with -policies)")
@@ -132,7 +132,9 @@ func parseServe(args []string, stdout io.Writer) (serveConfig, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if c.limit.Burst == 0 {
+	burstSet := false
+	fs.Visit(func(fl *flag.Flag) { burstSet = burstSet || fl.Name == "burst" })
+	if !burstSet { // a -burst 0 given is a bad value, not the default
 		c.limit.Burst = c.limit.Rate
 	}
 	if c.trust != "" && c.key.header != "" {
@@ -182,7 +184,11 @@ func (c serveConfig) handler() (http.Handler, error) {
 	}
 	opts := []httplimit.Option{httplimit.ByIP()}
 	if c.trust != "" {
-		opts[0] = httplimit.ByIP(httplimit.TrustProxies(strings.Split(c.trust, ",")...))
+		cidrs := strings.Split(c.trust, ",")
+		for i := range cidrs { // "a, b" is how people write a list
+			cidrs[i] = strings.TrimSpace(cidrs[i])
+		}
+		opts[0] = httplimit.ByIP(httplimit.TrustProxies(cidrs...))
 	}
 	if c.key.header != "" {
 		opts[0] = httplimit.ByHeader(c.key.header)

@@ -28,6 +28,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{[]string{"-per", "0s"}, "Per 0s is below 1ns"},
 		{[]string{"-per", "soon"}, `invalid value "soon" for flag -per`},
 		{[]string{"-burst", "-1"}, "Burst -1 is below 1"},
+		{[]string{"-policies", "."}, "is a directory"},
 		{[]string{"-store", "redis"}, "want mutex, striped or atomic"},
 		{[]string{"-key", "cookie"}, "want ip or header:NAME"},
 		{[]string{"-key", "header:"}, "want ip or header:NAME"},
@@ -56,6 +57,49 @@ func TestServeUsageErrors(t *testing.T) {
 				t.Errorf("stdout %q, want nothing", stdout.String())
 			}
 		})
+	}
+}
+
+// TestServeExplicitZeroBurst: -burst 0 on the command line is a bad value,
+// as "burst 0" is in a policies file, not a silent request for the default
+// (-rate). parseServe is called, not runServe, so that a broken parse
+// cannot start a server.
+func TestServeExplicitZeroBurst(t *testing.T) {
+	for _, args := range [][]string{{"-burst", "0"}, {"-burst=0", "-rate", "5"}} {
+		if c, err := parseServe(args, io.Discard); err == nil || !strings.Contains(err.Error(), "Burst 0 is below 1") {
+			t.Errorf("%q: got %v (limit %v), want an error naming Burst 0 and the bound 1", args, err, c.limit)
+		}
+	}
+	c, err := parseServe([]string{"-rate", "5"}, io.Discard)
+	if err != nil || c.limit.Burst != 5 {
+		t.Errorf("-rate 5 without -burst: burst %d (%v), want 5", c.limit.Burst, err)
+	}
+}
+
+// TestServeTrustList: -trust takes a list as people write one, with
+// spaces after the commas; an empty entry is still an error naming it.
+// handler is called, not runServe, so that nothing listens.
+func TestServeTrustList(t *testing.T) {
+	for _, tt := range []struct {
+		trust string
+		ok    bool
+	}{
+		{"10.0.0.0/8,192.168.0.0/16", true},
+		{"10.0.0.0/8, 192.168.0.0/16", true},
+		{" 10.0.0.0/8 ,\t::1 ", true},
+		{"10.0.0.0/8,", false},
+		{"10.0.0.0/8,,::1", false},
+	} {
+		c, err := parseServe([]string{"-trust", tt.trust}, io.Discard)
+		if err == nil {
+			_, err = c.handler()
+		}
+		if (err == nil) != tt.ok {
+			t.Errorf("-trust %q: error %v, want ok=%v", tt.trust, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), `""`) {
+			t.Errorf("-trust %q: error %q does not quote the empty entry", tt.trust, err)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,10 +21,15 @@ const PeersFile = "peers.txt"
 // store= value; nil if dir has none. Its machine is the set's.
 func loadPeers(dir string, machine []Fact) (*Set, error) {
 	path := filepath.Join(dir, PeersFile)
-	b, err := os.ReadFile(path)
+	f, err := openFile(path)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
 	}

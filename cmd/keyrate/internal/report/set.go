@@ -178,7 +178,7 @@ func Load(path string) (*Set, error) {
 	} else if fi.IsDir() {
 		benchFile, machineFile = filepath.Join(path, "bench.txt"), filepath.Join(path, "machine.txt")
 	}
-	f, err := os.Open(benchFile)
+	f, err := openFile(benchFile)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func Load(path string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m, err := os.Open(machineFile); err == nil {
+	if m, err := openFile(machineFile); err == nil {
 		defer m.Close()
 		if s.Machine, err = ReadMachine(m); err != nil {
 			return nil, fmt.Errorf("%s: %w", machineFile, err)
@@ -204,6 +204,20 @@ func Load(path string) (*Set, error) {
 		}
 	}
 	return s, nil
+}
+
+// openFile opens path for reading; a directory there is an error naming
+// it, rather than a failed read later.
+func openFile(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a directory, not a file", path)
+	}
+	return f, nil
 }
 
 // ReadMachine parses machine.txt: one "key: value" fact a line.
