@@ -559,3 +559,27 @@ func TestFieldsAcrossChange(t *testing.T) {
 		}
 	})
 }
+
+// TestSetPolicyUnreportedWindow: a SetPolicy that changes only a window
+// no decision reports (window 1 of two, while window 0 stays the nearest
+// to denying) shows in RateLimit-Policy on the next request: the cached
+// fields are rebuilt for every new version of the limiter's policies, not
+// only when a decision's reported window no longer matches.
+func TestSetPolicyUnreportedWindow(t *testing.T) {
+	forEachStore(t, keyrate.PerMinute(10), []keyrate.Option{keyrate.WithPolicies(pro)}, func(t *testing.T, lim keyrate.PolicyLimiter, clk *clock.Manual) {
+		mw, err := New(lim, TierByHeader("X-Plan"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(okHandler)
+		runSteps(t, h, clk, []step{
+			{0, alice, "pro", 200, `"pro-0";q=2;w=1, "pro-1";q=5;w=60`, `"pro-0";r=1;t=1`, ""},
+		})
+		if err := lim.SetPolicy(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{pro.Limits[0], keyrate.PerMinute(50)}}); err != nil {
+			t.Fatal(err)
+		}
+		runSteps(t, h, clk, []step{
+			{0, bob, "pro", 200, `"pro-0";q=2;w=1, "pro-1";q=50;w=60`, `"pro-0";r=1;t=1`, ""},
+		})
+	})
+}
