@@ -9,6 +9,7 @@ import (
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/casmap"
 	"github.com/keyrate/keyrate/internal/config"
+	"github.com/keyrate/keyrate/internal/handle"
 	"github.com/keyrate/keyrate/internal/layout"
 	"github.com/keyrate/keyrate/internal/multi"
 	"github.com/keyrate/keyrate/internal/retries"
@@ -977,6 +978,12 @@ func (s *Store) SetPolicy(p keyrate.Policy) error { return s.pols.Set(p) }
 
 // Policies returns the policies the store enforces now.
 func (s *Store) Policies() []keyrate.Policy { return s.pols.List() }
+
+// PolicyVersion is plumbing for httplimit (its parameter's type is
+// internal: no other package can call it): the count of the store's
+// policy changes so far, which tells the middleware that the header
+// fields it built from Policies may be stale.
+func (s *Store) PolicyVersion(handle.PolicyVersion) uint64 { return s.pols.Version() }
 
 // Len returns the number of keys the store tracks: a snapshot of one
 // instant, never above keyrate.WithMaxKeys's cap.

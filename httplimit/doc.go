@@ -73,10 +73,12 @@
 // rate-limit fields at all: nothing limits it.
 //
 // The fields that depend only on a policy's limits are built once and
-// reused; they are rebuilt when a decision's Limit is not the one they
-// hold for its window, as after the store's SetPolicy changed it. (A
-// change to a window that no decision reports shows only once one does,
-// or once another change is noticed.)
+// reused; they are rebuilt on the first request after the store's
+// SetPolicy (the in-process stores and redisbucket count their policy
+// changes, one atomic load a request), and whenever a decision's Limit is
+// not the one they hold for its window. (With another PolicyLimiter only
+// the latter: a change to a window that no decision reports shows once
+// one does.)
 //
 // Counts are clamped to what a structured-field Integer holds, 0 to
 // 999999999999999 (q for a Burst beyond it, r likewise), and times in

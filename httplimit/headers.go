@@ -31,6 +31,9 @@ type policyFields struct {
 	// Limit is a window it does not know (see newPolicyFields).
 	policy string
 	limits []keyrate.Limit
+	// ver is the limiter's count of policy changes read before the
+	// fields were built: they are stale once the count moves.
+	ver uint64
 	// field is the RateLimit-Policy value: one item per known window.
 	field string
 	// windows holds, per window, the start of a RateLimit value naming it

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/clientkey"
+	"github.com/keyrate/keyrate/internal/handle"
 	"github.com/keyrate/keyrate/internal/isnil"
 )
 
@@ -81,6 +82,7 @@ func New(limiter keyrate.Limiter, opts ...Option) (func(http.Handler) http.Handl
 	m.ctxLimiter, _ = limiter.(contextLimiter)
 	if pl != nil {
 		m.ctxPolicies, _ = limiter.(contextPolicies)
+		m.versions, _ = limiter.(policyVersions)
 	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
@@ -101,6 +103,9 @@ type middleware struct {
 	// request's context, or nil.
 	ctxLimiter  contextLimiter
 	ctxPolicies contextPolicies
+	// versions is limiter as a store that counts its policy changes, or
+	// nil: the cached header fields are rebuilt when the count moves.
+	versions policyVersions
 	config
 	*shared
 	next http.Handler
@@ -265,16 +270,35 @@ func (m *middleware) fieldsFor(d *keyrate.Decision, w int, slot *policySlot) *po
 			slot = m.addSlot(d.Policy)
 		}
 	}
+	ver := m.policyVersion() // before the policies are listed: see rules.Policies.Version
 	if slot != nil {
-		if p := slot.fields.Load(); p != nil && p.matches(d, w) {
+		if p := slot.fields.Load(); p != nil && p.matches(d, w) && p.ver == ver {
 			return p
 		}
 	}
 	p, ok := m.buildFields(d, w)
+	p.ver = ver
 	if slot != nil && ok {
 		slot.fields.Store(p)
 	}
 	return p
+}
+
+// policyVersions is a store that counts its policy changes (the
+// in-process stores and redisbucket): its PolicyVersion's parameter type
+// is internal, so that the method is plumbing rather than API.
+type policyVersions interface {
+	PolicyVersion(handle.PolicyVersion) uint64
+}
+
+// policyVersion returns the limiter's count of policy changes, or 0 for a
+// limiter that does not count them (its fields are rebuilt only when a
+// decision's window no longer matches them).
+func (m *middleware) policyVersion() uint64 {
+	if m.versions == nil {
+		return 0
+	}
+	return m.versions.PolicyVersion(handle.PolicyVersion{})
 }
 
 // buildFields builds the header fields for the policy of d, whose window

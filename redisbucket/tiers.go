@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/internal/handle"
 	"github.com/keyrate/keyrate/internal/rules"
 )
 
@@ -190,3 +191,9 @@ func (s *Store) SetPolicy(p keyrate.Policy) error {
 // Policies returns the policies the store enforces now, the default
 // included, in no set order.
 func (s *Store) Policies() []keyrate.Policy { return s.pols.List() }
+
+// PolicyVersion is plumbing for httplimit (its parameter's type is
+// internal: no other package can call it): the count of the store's
+// policy changes so far, which tells the middleware that the header
+// fields it built from Policies may be stale.
+func (s *Store) PolicyVersion(handle.PolicyVersion) uint64 { return s.pols.Version() }

@@ -46,3 +46,9 @@ var ReservationParts any
 // name, so that the method is plumbing between keyrate and its stores,
 // which no other package can call, rather than API.
 type Multi struct{}
+
+// PolicyVersion is the parameter of a store's PolicyVersion, the count
+// of its policy changes, which httplimit reads to learn that the header
+// fields it built for a policy may be stale: a type only this module can
+// name, as Multi is.
+type PolicyVersion struct{}

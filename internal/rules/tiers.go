@@ -58,6 +58,7 @@ type Policies struct {
 	since int                                            // names added since names was built, under mu
 	n     int                                            // the policies, under mu
 	few   atomic.Pointer[[]*tierSlot]                    // the slots, if at most scanFew; else empty
+	ver   atomic.Uint64                                  // Set calls that changed a policy (Version)
 }
 
 // scanFew is the most policies ForKey finds by comparing names in turn,
@@ -269,6 +270,7 @@ func (ps *Policies) Set(p keyrate.Policy) error {
 	if ps.noLog != "" && rs.log {
 		return wrap.Errorf("%w: %w: %s cannot carry policy %q's %v window", keyrate.ErrInvalidPolicy, keyrate.ErrUnsupportedAlgorithm, ps.noLog, p.Name, keyrate.SlidingLog)
 	}
+	defer ps.ver.Add(1) // after the policy is published: see Version
 	if slot := ps.lookup(p.Name); slot != nil {
 		slot.cur.Store(rs)
 		return nil
@@ -278,6 +280,13 @@ func (ps *Policies) Set(p keyrate.Policy) error {
 	ps.add(slot)
 	return nil
 }
+
+// Version returns the number of Set calls that have changed or added a
+// policy. It grows after the change is published, so that a reader that
+// sees a version, then lists the policies (List), lists that version's
+// policies or newer ones: what it built from them is stale only if a
+// later read of Version differs (httplimit's header fields).
+func (ps *Policies) Version() uint64 { return ps.ver.Load() }
 
 // List returns the current version of every policy, in no set order.
 func (ps *Policies) List() []keyrate.Policy {

@@ -456,3 +456,26 @@ func BenchmarkForKey(b *testing.B) {
 		})
 	}
 }
+
+// TestPoliciesVersion: Version moves with every Set that changes or adds
+// a policy, and not with one that is refused (httplimit rebuilds its
+// header fields when it moves).
+func TestPoliciesVersion(t *testing.T) {
+	ps := newPolicies(t, clock.NewManual(0), keyrate.PerSecond(1))
+	v0 := ps.Version()
+	if err := ps.Set(keyrate.Policy{Name: "pro", Limits: []keyrate.Limit{keyrate.PerSecond(5)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ps.Set(keyrate.Policy{Name: keyrate.DefaultPolicy, Limits: []keyrate.Limit{keyrate.PerSecond(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := ps.Version(); v != v0+2 {
+		t.Fatalf("Version after adding a policy and changing one: %d, want %d", v, v0+2)
+	}
+	if err := ps.Set(keyrate.Policy{Name: "bad"}); err == nil {
+		t.Fatal("Set of a policy without limits: no error")
+	}
+	if v := ps.Version(); v != v0+2 {
+		t.Fatalf("Version after a refused Set: %d, want %d", v, v0+2)
+	}
+}
