@@ -13,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -90,6 +91,8 @@ type flags struct {
 	pipeInFlight   int
 	pipeBatch      int
 	redisPool      int
+	redisHealth    bool
+	healthEvery    time.Duration
 	shadow         bool
 	headers        bool
 	headerNames    ratelimitsvc.Headers
@@ -142,6 +145,8 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 	fs.IntVar(&f.pipeInFlight, "redis-pipeline-inflight", 0, "redis, -redis-pipelining: calls or pipelines in flight to a server at once (0: redisbucket.DefaultPipelineInFlight)")
 	fs.IntVar(&f.pipeBatch, "redis-pipeline-batch", 0, "redis, -redis-pipelining: the most calls in one pipeline (0: redisbucket.DefaultPipelineMaxBatch)")
 	fs.IntVar(&f.redisPool, "redis-pool", 0, "redis: connections per node (0: the client's default)")
+	fs.BoolVar(&f.redisHealth, "redis-health-check", false, "redis: answer NOT_SERVING (gRPC health and /healthcheck) while Redis does not answer a PING (every master of a Cluster), checked every -redis-health-interval, as envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION does; off by default, for a service that fails open or falls back to local limits still answers while Redis is down")
+	fs.DurationVar(&f.healthEvery, "redis-health-interval", 0, "redis, -redis-health-check: how often to PING Redis; a PING that takes longer, or more than 1s, fails (0: 1s)")
 	fs.BoolVar(&f.shadow, "shadow", false, "global shadow mode: decide every request, answer OK")
 	fs.BoolVar(&f.headers, "response-headers", false, "add the limit, remaining and reset headers of the descriptor closest to its limit")
 	fs.StringVar(&f.headerNames.Limit, "header-limit", ratelimitsvc.DefaultHeaders.Limit, "the limit header's `name`")
@@ -179,15 +184,30 @@ func parse(args []string, stdout io.Writer) (flags, error) {
 		return f, fmt.Errorf("-redis-pipeline-inflight %d needs -redis-pipelining", f.pipeInFlight)
 	case !f.pipelining && f.pipeBatch != 0:
 		return f, fmt.Errorf("-redis-pipeline-batch %d needs -redis-pipelining", f.pipeBatch)
+	case f.redisHealth && f.backend != "redis":
+		return f, errors.New("-redis-health-check needs -backend redis")
+	case f.healthEvery < 0:
+		return f, fmt.Errorf("-redis-health-interval %v is below 0", f.healthEvery)
+	case !f.redisHealth && f.healthEvery != 0:
+		return f, fmt.Errorf("-redis-health-interval %v needs -redis-health-check", f.healthEvery)
 	case f.maxRecvBytes < 1:
 		return f, fmt.Errorf("-max-request-bytes %d is below 1", f.maxRecvBytes)
 	}
 	return f, nil
 }
 
-// store builds the backend: its store, the Service's options that go
-// with it, and a function that closes it.
-func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate.PolicyLimiter, []ratelimitsvc.Option, func(), error) {
+// backend is what store builds: the store, the Service's options that go
+// with it, a function that closes it, and for Redis one that PINGs it
+// (every master of a Cluster), for -redis-health-check.
+type backend struct {
+	store keyrate.PolicyLimiter
+	opts  []ratelimitsvc.Option
+	close func()
+	ping  func(context.Context) error
+}
+
+// store builds the backend.
+func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (backend, error) {
 	obs := keyrate.WithObserver(metrics)
 	if f.backend == "memory" {
 		var kopts []keyrate.Option
@@ -196,20 +216,20 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 		}
 		s, clk, err := ratelimitsvc.NewLocalStore(append(kopts, obs)...)
 		if err != nil {
-			return nil, nil, nil, err
+			return backend{}, err
 		}
 		if err := metrics.Watch(s); err != nil {
 			s.Close()
-			return nil, nil, nil, err
+			return backend{}, err
 		}
-		return s, []ratelimitsvc.Option{ratelimitsvc.WithClock(clk)}, func() { s.Close() }, nil
+		return backend{store: s, opts: []ratelimitsvc.Option{ratelimitsvc.WithClock(clk)}, close: func() { s.Close() }}, nil
 	}
 	var client redis.UniversalClient
 	if f.redisCluster {
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: f.redisAddrs, ContextTimeoutEnabled: true, PoolSize: f.redisPool})
 	} else {
 		if len(f.redisAddrs) > 1 {
-			return nil, nil, nil, errors.New("several -redis-addr need -redis-cluster")
+			return backend{}, errors.New("several -redis-addr need -redis-cluster")
 		}
 		client = redis.NewClient(&redis.Options{Addr: f.redisAddrs[0], ContextTimeoutEnabled: true, PoolSize: f.redisPool})
 	}
@@ -223,7 +243,7 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 		fp = redisbucket.FallbackLocal
 	default:
 		client.Close()
-		return nil, nil, nil, fmt.Errorf("-redis-failure %q: want closed, open or local", f.redisFailure)
+		return backend{}, fmt.Errorf("-redis-failure %q: want closed, open or local", f.redisFailure)
 	}
 	// shared are the options a policy's validity depends on, given to
 	// the scratch stores that check a config before a reload too.
@@ -258,7 +278,7 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 	s, err := redisbucket.New(client, keyrate.PerSecond(1), opts...)
 	if err != nil {
 		client.Close()
-		return nil, nil, nil, err
+		return backend{}, err
 	}
 	if err := s.PolicyCheck(); err != nil {
 		logger.Warn("redis maxmemory-policy not checked", "error", err)
@@ -271,7 +291,13 @@ func (f flags) store(metrics *keyrateprom.Metrics, logger *slog.Logger) (keyrate
 		}
 		return scratch.Close()
 	}
-	return s, []ratelimitsvc.Option{ratelimitsvc.WithValidate(validate)}, func() { s.Close(); client.Close() }, nil
+	ping := func(ctx context.Context) error { return client.Ping(ctx).Err() }
+	if c, ok := client.(*redis.ClusterClient); ok {
+		ping = func(ctx context.Context) error {
+			return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+		}
+	}
+	return backend{store: s, opts: []ratelimitsvc.Option{ratelimitsvc.WithValidate(validate)}, close: func() { s.Close(); client.Close() }, ping: ping}, nil
 }
 
 // watch is Service.Watch; a test replaces it to make the watcher fail.
@@ -296,13 +322,14 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal, ready fu
 		return 2
 	}
 	metrics := keyrateprom.New("rls")
-	store, sopts, closeStore, err := f.store(metrics, logger)
+	be, err := f.store(metrics, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "keyrate-rls: %v\n", err)
 		return 2
 	}
-	defer closeStore()
-	opts := append(sopts, ratelimitsvc.WithLimits(f.maxDescriptors, f.maxEntries, f.maxKeyBytes))
+	defer be.close()
+	store := be.store
+	opts := append(be.opts, ratelimitsvc.WithLimits(f.maxDescriptors, f.maxEntries, f.maxKeyBytes))
 	if f.shadow {
 		opts = append(opts, ratelimitsvc.WithShadowMode())
 	}
@@ -363,6 +390,14 @@ func run(args []string, stdout, stderr io.Writer, sig <-chan os.Signal, ready fu
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	var pinging chan struct{}
+	if f.redisHealth {
+		pinging = make(chan struct{})
+		go func() {
+			defer close(pinging)
+			watchRedis(ctx, be.ping, cmp.Or(f.healthEvery, time.Second), hs, logger)
+		}()
+	}
 	hup := make(chan struct{}, 1)
 	watched := make(chan error, 1)
 	report := func(err error) {
@@ -420,6 +455,9 @@ loop:
 	if watched != nil {
 		<-watched
 	}
+	if pinging != nil {
+		<-pinging
+	}
 	hs.Shutdown() // NOT_SERVING: Envoy's health checks stop sending
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
@@ -436,4 +474,40 @@ loop:
 	}
 	logger.Info("shut down")
 	return code
+}
+
+// watchRedis PINGs Redis with ping every interval until ctx is done, and
+// sets the health service's statuses (the server's and the rate-limit
+// service's) to NOT_SERVING after a PING fails and back to SERVING after
+// one succeeds, logging each change. A PING fails after the interval or
+// 1s, whichever is longer.
+func watchRedis(ctx context.Context, ping func(context.Context) error, every time.Duration, hs *health.Server, logger *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	serving := true
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, max(every, time.Second))
+		err := ping(pctx)
+		pcancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if (err == nil) != serving {
+			serving = err == nil
+			status := healthpb.HealthCheckResponse_SERVING
+			if serving {
+				logger.Info("redis answers again: serving")
+			} else {
+				status = healthpb.HealthCheckResponse_NOT_SERVING
+				logger.Warn("redis does not answer: not serving", "error", err)
+			}
+			hs.SetServingStatus("", status)
+			hs.SetServingStatus(rlspb.RateLimitService_ServiceDesc.ServiceName, status)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

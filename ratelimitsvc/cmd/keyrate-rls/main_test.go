@@ -219,6 +219,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-fallback-nodes", "2"}, "-redis-fallback-nodes 2 needs -redis-failure local"},
 		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-pipelining=false", "-redis-pipeline-batch", "64"}, "-redis-pipeline-batch 64 needs -redis-pipelining"},
 		{[]string{"-config", good, "-backend", "redis", "-redis-addr", "x:1", "-redis-pipeline-inflight", "-1"}, "pipelining InFlight -1 is not from 0 (the default) to 1024"},
+		{[]string{"-config", dir, "-redis-health-check"}, "-redis-health-check needs -backend redis"},
+		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-health-interval", "5s"}, "-redis-health-interval 5s needs -redis-health-check"},
+		{[]string{"-config", dir, "-backend", "redis", "-redis-addr", "x:1", "-redis-health-check", "-redis-health-interval", "-1s"}, "-redis-health-interval -1s is below 0"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(c.args, io.Discard, &stderr, nil, nil); code != 2 || !strings.Contains(stderr.String(), c.want) {
@@ -280,5 +283,51 @@ func TestFallbackShare(t *testing.T) {
 	if admitted != 5 {
 		t.Fatalf("10 a year, Redis down, a fleet of 2: this process admitted %d, want 5", admitted)
 	}
+	s.stop(t)
+}
+
+// TestRedisHealthCheck: with -redis-health-check the health services
+// answer NOT_SERVING while Redis does not answer, and SERVING once it does
+// again; /healthcheck follows. The test watches the rate-limit service's
+// status (health's Watch stream), which changes after the server's.
+func TestRedisHealthCheck(t *testing.T) {
+	srv := testredis.Start(t)
+	path := filepath.Join(t.TempDir(), "api.yaml")
+	if err := os.WriteFile(path, []byte(config(10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "-config", path, "-backend", "redis", "-redis-addr", srv.Addr,
+		"-redis-health-check", "-redis-health-interval", "10ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang's guard, not a wait
+	defer cancel()
+	w, err := s.health.Watch(ctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		r, err := w.Recv()
+		if err != nil {
+			t.Fatalf("waiting for %v: %v", want, err)
+		}
+		if r.Status != want {
+			t.Fatalf("status %v, want %v", r.Status, want)
+		}
+		code := 200
+		if want != healthpb.HealthCheckResponse_SERVING {
+			code = 503
+		}
+		if got, body := get(t, s.metrics+"/healthcheck"); got != code {
+			t.Fatalf("/healthcheck with the service %v: %d %q, want %d", want, got, body, code)
+		}
+	}
+	next(healthpb.HealthCheckResponse_SERVING)
+	srv.Stop()
+	next(healthpb.HealthCheckResponse_NOT_SERVING)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	next(healthpb.HealthCheckResponse_SERVING)
+	cancel()
 	s.stop(t)
 }

@@ -25,6 +25,9 @@ import (
 type Server struct {
 	Addr string
 	cmd  *exec.Cmd
+	bin  string
+	dir  string
+	port int
 }
 
 // Start starts a redis-server on a free loopback port for tb and stops it
@@ -56,19 +59,31 @@ func Run(bin, dir string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--maxmemory-policy", "noeviction")
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd}
-		if last = s.waitPing(10 * time.Second); last == nil {
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, dir: dir, port: port}
+		if last = s.start(); last == nil {
 			return s, nil
 		}
-		s.Stop()
 	}
 	return nil, fmt.Errorf("redis-server did not start: %w", last)
 }
+
+// start starts the server's process and waits until it answers PING.
+func (s *Server) start() error {
+	s.cmd = exec.Command(s.bin, "--port", fmt.Sprint(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--maxmemory-policy", "noeviction")
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	if err := s.waitPing(10 * time.Second); err != nil {
+		s.Stop()
+		return err
+	}
+	return nil
+}
+
+// Restart starts a server stopped with Stop again, empty, at the same
+// address.
+func (s *Server) Restart() error { return s.start() }
 
 // Pid returns the server's process ID.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
