@@ -288,3 +288,33 @@ func TestInflightLostReplyFreesSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestInflightReleaseAfterLease: a holder whose lease ended (a process
+// that stalled past it) and whose slot another took must not free that
+// other's slot when it finally releases; nor may it twice.
+func TestInflightReleaseAfterLease(t *testing.T) {
+	srv := server(t)
+	clk := clock.NewManual(time.Duration(time.Now().UnixNano()))
+	l, err := newInflight(t, newClient(t, srv.Addr()), 1, time.Second, redisbucket.WithTimeSource(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := l.TryAcquire("k")
+	if err != nil || !stale.Acquired() {
+		t.Fatalf("first: %v, %v", stale.Acquired(), err)
+	}
+	clk.Advance(time.Second) // the lease ends
+	cur, err := l.TryAcquire("k")
+	if err != nil || !cur.Acquired() {
+		t.Fatalf("after the lease ended: %v, %v; want the slot", cur.Acquired(), err)
+	}
+	stale.Release()
+	stale.Release()
+	if s, _ := l.TryAcquire("k"); s.Acquired() {
+		t.Fatal("the expired holder's release freed the current holder's slot")
+	}
+	cur.Release()
+	if s, _ := l.TryAcquire("k"); !s.Acquired() {
+		t.Fatal("the current holder's release did not free its slot")
+	}
+}
