@@ -47,7 +47,9 @@ const (
 // is lost after Redis may have run its script (its context ended, or the
 // call timed out) removes the holder the script may have added, with one
 // more ZREM bounded by the Store's timeout, so that no slot stays held by
-// no one until its lease ends.
+// no one until its lease ends. That is best effort: a script that Redis
+// runs after the ZREM (a server so slow that the call timed out before it
+// ran) still holds its slot until its lease ends.
 type InflightStore struct {
 	s        *Store
 	prefix   string
