@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,5 +375,83 @@ func TestInflightServerBarrier(t *testing.T) {
 	wg.Wait()
 	if arrived != n {
 		t.Errorf("%d requests reached the handler at once, %d refused; want %d and %d", arrived, nrefused, n, g-n)
+	}
+}
+
+// countingLimiter is an inflight.Store whose slots count their releases
+// (every ReleaseSlot call, the ones that give nothing back included).
+type countingLimiter struct {
+	*inflight.Store
+	releases atomic.Int64
+}
+
+func (c *countingLimiter) TryAcquireContext(ctx context.Context, key string) (inflight.Slot, error) {
+	s, err := c.Store.TryAcquireContext(ctx, key)
+	if err != nil || !s.Acquired() {
+		return s, err
+	}
+	return inflight.NewSlot(&countingRelease{c: c, s: s}, 0), nil
+}
+
+type countingRelease struct {
+	c *countingLimiter
+	s inflight.Slot
+}
+
+func (r *countingRelease) ReleaseSlot(uint64) {
+	r.c.releases.Add(1)
+	r.s.Release()
+}
+
+// TestInflightClientGone: a client that disconnects mid-request, whose
+// handler returns when the request's context ends, has its slot released
+// exactly once, by the time the middleware returns; the key is then free.
+func TestInflightClientGone(t *testing.T) {
+	lim := &countingLimiter{Store: newStore(t, 1)}
+	mw, err := New(nil, WithInflight(lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived, returned := make(chan struct{}, 4), make(chan struct{}, 4)
+	inner := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			arrived <- struct{}{}
+			<-r.Context().Done() // until the client has gone
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	url, client := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r)
+		returned <- struct{}{}
+	}), 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/hold", nil)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-arrived
+	if code, _, _ := get(t, client, url+"/quick"); code != http.StatusTooManyRequests {
+		t.Errorf("a second request while the first is held: %d, want 429", code)
+	}
+	<-returned // the refused request's
+	cancel()
+	if err := <-errc; err == nil {
+		t.Error("the cancelled request succeeded")
+	}
+	<-returned // the held request's middleware has returned
+	if got := lim.releases.Load(); got != 1 {
+		t.Fatalf("%d releases of the gone client's slot, want 1", got)
+	}
+	if code, _, _ := get(t, client, url+"/quick"); code != 200 {
+		t.Errorf("after the client went: %d, want 200 (its slot kept)", code)
+	}
+	<-returned
+	if got := lim.releases.Load(); got != 2 {
+		t.Errorf("%d releases after two admitted requests, want 2", got)
 	}
 }

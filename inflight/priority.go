@@ -33,13 +33,21 @@ type criticalKey struct{}
 // Critical returns a copy of ctx that marks an acquire critical: the
 // middleware's (httplimit, grpclimit) TryAcquireContext and Acquire with
 // it may take the slots WithReserved keeps. Mark a request in a
-// middleware before the limiter's, from what authenticated it.
+// middleware before the limiter's, from what authenticated it. A nil ctx
+// is context.Background().
 func Critical(ctx context.Context) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	return context.WithValue(ctx, criticalKey{}, true)
 }
 
-// IsCritical reports whether ctx was marked by Critical.
+// IsCritical reports whether ctx was marked by Critical; it is false for
+// a nil ctx.
 func IsCritical(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
 	v, _ := ctx.Value(criticalKey{}).(bool)
 	return v
 }

@@ -63,3 +63,42 @@ func TestReservedBadOption(t *testing.T) {
 		t.Errorf("New(2, WithReserved(1), nil): %v", err)
 	}
 }
+
+// TestCriticalNilContext: a nil context is bad input, not a panic:
+// IsCritical(nil) is false, and Critical(nil) marks a background context,
+// whose acquire may take the reserve.
+func TestCriticalNilContext(t *testing.T) {
+	var nilCtx context.Context
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("IsCritical(nil) panicked: %v", r)
+			}
+		}()
+		if inflight.IsCritical(nilCtx) {
+			t.Error("IsCritical(nil) = true")
+		}
+	}()
+	var crit context.Context
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("Critical(nil) panicked: %v", r)
+			}
+		}()
+		crit = inflight.Critical(nilCtx)
+	}()
+	if crit == nil || !inflight.IsCritical(crit) {
+		t.Fatalf("Critical(nil) = %v, want a context marked critical", crit)
+	}
+	s, err := inflight.New(2, inflight.WithReserved(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.TryAcquire("k"); !a.Acquired() {
+		t.Fatal("ordinary 1 refused")
+	}
+	if b, err := s.TryAcquireContext(crit, "k"); err != nil || !b.Acquired() {
+		t.Errorf("critical 2 with Critical(nil)'s context: %v, %v; want the reserved slot", b.Acquired(), err)
+	}
+}

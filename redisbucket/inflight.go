@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,7 +43,13 @@ const (
 // When Redis does not answer, the Store's FailurePolicy answers: under
 // FailClosed no slot and an error wrapping ErrUnavailable, under FailOpen
 // a slot that holds nothing, under FallbackLocal a slot of an in-process
-// inflight.Store of the same limit, per process.
+// inflight.Store of the same limit, per process. An acquire whose reply
+// is lost after Redis may have run its script (its context ended, or the
+// call timed out) removes the holder the script may have added, with one
+// more ZREM bounded by the Store's timeout, so that no slot stays held by
+// no one until its lease ends. That is best effort: a script that Redis
+// runs after the ZREM (a server so slow that the call timed out before it
+// ran) still holds its slot until its lease ends.
 type InflightStore struct {
 	s        *Store
 	prefix   string
@@ -174,11 +182,18 @@ func (l *InflightStore) TryAcquireContext(ctx context.Context, key string) (infl
 	if limit != l.n && inflight.IsCritical(ctx) {
 		limit = l.n
 	}
-	var got int64
+	var (
+		got  int64
+		sent bool
+	)
 	err := l.s.roundTrip(ctx, rkey, func(rctx context.Context) (err error) {
+		sent = true
 		got, err = inflightScript.Run(rctx, l.s.client, []string{rkey}, now, limit, l.leaseArg, id, l.ttlArg).Int64()
 		return err
 	})
+	if err != nil && sent && replyLost(ctx, err) {
+		l.forget(ctx, rkey, id)
+	}
 	if err == nil {
 		if got == 0 {
 			return inflight.Slot{}, nil
@@ -197,6 +212,29 @@ func (l *InflightStore) TryAcquireContext(ctx context.Context, key string) (infl
 		return l.fallback.TryAcquireContext(ctx, key)
 	}
 	return inflight.Slot{}, err
+}
+
+// replyLost reports whether err, a failed acquire's under ctx, may have
+// come after Redis ran the script: the caller gave up, or the call timed
+// out, while the reply was awaited. The script may then have added the
+// holder, which no Slot will release.
+func replyLost(ctx context.Context, err error) bool {
+	var ne net.Error
+	return ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// forget removes the holder id that an acquire whose reply was lost may
+// have added to rkey, so that it does not hold a slot for no one until
+// its lease ends: one ZREM (of an ID no other acquire uses, so it removes
+// nothing else), bounded by the Store's timeout but not by ctx, which may
+// be done. It goes past the breaker and reports nothing: the acquire's
+// own failure was counted and reported, and if the ZREM fails too the
+// lease still frees the slot.
+func (l *InflightStore) forget(ctx context.Context, rkey, id string) {
+	rctx, cancel := l.s.deadlines.with(context.WithoutCancel(ctx))
+	defer cancel()
+	_ = l.s.client.ZRem(rctx, rkey, id).Err()
 }
 
 // inflightHolder is a slot held in Redis: ZREM of its ID releases it.

@@ -3,6 +3,9 @@ package redisbucket_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,5 +202,119 @@ func TestInflightReserved(t *testing.T) {
 	c.Release()
 	if _, err := s.Inflight("inflight-"+uniquePrefix(t), 2, time.Minute, inflight.WithReserved(2)); !errors.Is(err, keyrate.ErrInvalidOption) {
 		t.Errorf("WithReserved(2) of 2: %v, want ErrInvalidOption", err)
+	}
+}
+
+// lostReplyHook runs the next EVALSHA (or EVAL) and then, when armed,
+// drops its reply: it returns lose's error, as a client does whose
+// caller gave up, or whose read timed out, after Redis ran the script.
+type lostReplyHook struct {
+	mu   sync.Mutex
+	lose func() error // nil: disarmed
+}
+
+func (h *lostReplyHook) arm(lose func() error) {
+	h.mu.Lock()
+	h.lose = lose
+	h.mu.Unlock()
+}
+
+func (h *lostReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lostReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if n := cmd.Name(); err != nil || (n != "evalsha" && n != "eval") {
+			return err
+		}
+		h.mu.Lock()
+		lose := h.lose
+		h.lose = nil
+		h.mu.Unlock()
+		if lose == nil {
+			return nil
+		}
+		err = lose()
+		cmd.SetErr(err)
+		return err
+	}
+}
+
+func (h *lostReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestInflightLostReplyFreesSlot: an acquire whose script ran in Redis
+// but whose reply never came back (its caller gave up: an HTTP client
+// that disconnected; or the read timed out) got no slot, so no one will
+// release the holder the script added: the acquire must remove it, or
+// the key keeps a slot held by no one for the whole lease (here an hour:
+// a limit of 1 would refuse everyone for that hour).
+func TestInflightLostReplyFreesSlot(t *testing.T) {
+	readTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, c := range []struct {
+		name   string
+		policy redisbucket.FailurePolicy
+		lose   func(cancel context.CancelFunc) error
+	}{
+		{"cancelled", redisbucket.FailClosed, func(cancel context.CancelFunc) error { cancel(); return context.Canceled }},
+		{"timeout/FailClosed", redisbucket.FailClosed, func(context.CancelFunc) error { return readTimeout }},
+		{"timeout/FailOpen", redisbucket.FailOpen, func(context.CancelFunc) error { return readTimeout }},
+		{"timeout/FallbackLocal", redisbucket.FallbackLocal, func(context.CancelFunc) error { return readTimeout }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := newClient(t, server(t).Addr())
+			hook := &lostReplyHook{}
+			cl.AddHook(hook)
+			s := mustNew(t, cl, keyrate.PerSecond(1), redisbucket.WithPrefix(uniquePrefix(t)),
+				redisbucket.WithTimeout(slowTimeout), redisbucket.WithFailurePolicy(c.policy))
+			l, err := s.Inflight("inflight-"+uniquePrefix(t), 1, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			hook.arm(func() error { return c.lose(cancel) })
+			lost, err := l.TryAcquireContext(ctx, "k")
+			t.Logf("the acquire whose reply was lost: %v, %v", lost.Acquired(), err)
+			lost.Release() // FailOpen's and FallbackLocal's slots: not the one in Redis
+			s2, err := l.TryAcquire("k")
+			if err != nil || !s2.Acquired() {
+				t.Fatalf("after an acquire whose reply was lost: %v, %v; want a slot (the lost one's holder removed)", s2.Acquired(), err)
+			}
+			if s3, _ := l.TryAcquire("k"); s3.Acquired() {
+				t.Error("a second slot of a limit of 1")
+			}
+		})
+	}
+}
+
+// TestInflightReleaseAfterLease: a holder whose lease ended (a process
+// that stalled past it) and whose slot another took must not free that
+// other's slot when it finally releases; nor may it twice.
+func TestInflightReleaseAfterLease(t *testing.T) {
+	srv := server(t)
+	clk := clock.NewManual(time.Duration(time.Now().UnixNano()))
+	l, err := newInflight(t, newClient(t, srv.Addr()), 1, time.Second, redisbucket.WithTimeSource(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := l.TryAcquire("k")
+	if err != nil || !stale.Acquired() {
+		t.Fatalf("first: %v, %v", stale.Acquired(), err)
+	}
+	clk.Advance(time.Second) // the lease ends
+	cur, err := l.TryAcquire("k")
+	if err != nil || !cur.Acquired() {
+		t.Fatalf("after the lease ended: %v, %v; want the slot", cur.Acquired(), err)
+	}
+	stale.Release()
+	stale.Release()
+	if s, _ := l.TryAcquire("k"); s.Acquired() {
+		t.Fatal("the expired holder's release freed the current holder's slot")
+	}
+	cur.Release()
+	if s, _ := l.TryAcquire("k"); !s.Acquired() {
+		t.Fatal("the current holder's release did not free its slot")
 	}
 }

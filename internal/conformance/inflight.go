@@ -28,6 +28,8 @@ func RunInflight(t *testing.T, newLimiter InflightFactory) {
 	t.Run("BadInput", func(t *testing.T) { testInflightBadInput(t, newLimiter) })
 	t.Run("Barrier", func(t *testing.T) { testInflightBarrier(t, newLimiter) })
 	t.Run("Stress", func(t *testing.T) { testInflightStress(t, newLimiter) })
+	t.Run("NilContext", func(t *testing.T) { testInflightNilContext(t, newLimiter) })
+	t.Run("ReleaseRace", func(t *testing.T) { testInflightReleaseRace(t, newLimiter) })
 }
 
 func mustInflight(t *testing.T, f InflightFactory, n int) (inflight.Limiter, string) {
@@ -202,4 +204,43 @@ func testInflightStress(t *testing.T, f InflightFactory) {
 		}()
 	}
 	wg.Wait()
+}
+
+// testInflightNilContext: a nil context is context.Background(), not a
+// panic: it takes a slot, and the limit holds; Critical(nil)'s context
+// takes one too.
+func testInflightNilContext(t *testing.T, f InflightFactory) {
+	l, p := mustInflight(t, f, 2)
+	var nilCtx context.Context
+	s, err := l.TryAcquireContext(nilCtx, p+"k")
+	if err != nil || !s.Acquired() {
+		t.Fatalf("TryAcquireContext(nil, key) = %v, %v; want a slot", s.Acquired(), err)
+	}
+	c, err := l.TryAcquireContext(inflight.Critical(nilCtx), p+"k")
+	if err != nil || !c.Acquired() {
+		t.Fatalf("TryAcquireContext(Critical(nil), key) = %v, %v; want a slot", c.Acquired(), err)
+	}
+	if x, _ := l.TryAcquireContext(nilCtx, p+"k"); x.Acquired() {
+		t.Fatal("a third slot of a limit of 2 under a nil context")
+	}
+	s.Release()
+	c.Release()
+	tryAcquire(t, l, p+"k", true, "after the releases").Release()
+}
+
+// testInflightReleaseRace: goroutines started together release copies
+// of one slot, while another slot of the key stays held: exactly one
+// slot is given back, so exactly one acquire then succeeds.
+func testInflightReleaseRace(t *testing.T, f InflightFactory) {
+	const n, g = 3, 16
+	l, p := mustInflight(t, f, n)
+	key := p + "k"
+	var held []inflight.Slot
+	for i := range n {
+		held = append(held, tryAcquire(t, l, key, true, fmt.Sprintf("acquire %d", i)))
+	}
+	victim := held[0]
+	Together(g, func(int) { victim.Release() })
+	tryAcquire(t, l, key, true, "after the racing releases of one slot")
+	tryAcquire(t, l, key, false, "a second acquire: the racing releases gave back more than one slot")
 }
