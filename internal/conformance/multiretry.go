@@ -18,10 +18,10 @@ import (
 // It runs where the store decides every key of a denied request (an
 // in-process store's own path, redisbucket's one script), not on the
 // checks in turn, whose PeekTier tells a cost-1 wait only.
-func MultiKeyRetryLongest(t *testing.T, open OpenCarry) {
+func MultiKeyRetryLongest(t *testing.T, m MultiKey) {
 	fast := keyrate.Policy{Name: "fast", Limits: []keyrate.Limit{keyrate.PerMinute(60)}} // a token a second
 	slow := keyrate.Policy{Name: "slow", Limits: []keyrate.Limit{keyrate.PerMinute(2)}}  // a token in 30s
-	pl, clk, tiers := openCarry(t, open, keyrate.PerHour(100), fast, slow)
+	pl, clk, tiers := openCarry(t, m.Open, keyrate.PerHour(100), fast, slow)
 	ft, st := tiers[0], tiers[1]
 	drain := func(key string, tier keyrate.Tier, cost int) {
 		t.Helper()
@@ -48,7 +48,7 @@ func MultiKeyRetryLongest(t *testing.T, open OpenCarry) {
 			drain("a", st, 1) // held, one to spare
 			drain("b", ft, 1)
 			before := peekAll(t, pl, c.ks)
-			d, err := keyrate.AllowAll(pl, c.ks)
+			d, err := m.allowAll(pl, c.ks)
 			if err != nil || d.Allowed || d.Index != c.index || d.RetryAfter != c.retry || d.Remaining != 0 || d.Policy != "slow" {
 				t.Fatalf("AllowAll(%v) = %+v, %v; want denied by key %d (slow), 0 left, retry after %v: the longest wait of the short keys", c.ks, d, err, c.index, c.retry)
 			}
@@ -56,7 +56,7 @@ func MultiKeyRetryLongest(t *testing.T, open OpenCarry) {
 				t.Fatalf("denied, but the keys went from %+v to %+v", before, after)
 			}
 			clk.Advance(d.RetryAfter)
-			if d, err := keyrate.AllowAll(pl, c.ks); err != nil || !d.Allowed {
+			if d, err := m.allowAll(pl, c.ks); err != nil || !d.Allowed {
 				t.Fatalf("the request again after its RetryAfter = %+v, %v; want allowed", d, err)
 			}
 		})
