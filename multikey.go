@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/keyrate/keyrate/internal/handle"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // MaxKeys is the most keys one AllowAll call decides: enough for a user,
@@ -81,7 +82,8 @@ type MultiDecision struct {
 // keeps its spend, charged its cost once, as if allowed. It is never
 // refunded: a refund at a later clock reading than the spend can over-admit.
 //
-// It returns an error, and spends nothing, wrapping ErrInvalidKeys for an
+// It returns an error, and spends nothing, wrapping ErrInvalidOption for
+// a nil l (or a nil pointer of a store's type), ErrInvalidKeys for an
 // empty list, more than MaxKeys keys or a key given twice, ErrInvalidCost
 // for a cost below 1, and a key's error (ErrUnknownPolicy,
 // ErrCostExceedsBurst, ErrStoreFull, a store's own) found before a spend;
@@ -89,6 +91,12 @@ type MultiDecision struct {
 // before it spent, as a race does. Errors name the key's index. It
 // allocates nothing on keys the store knows.
 func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
+	if l == nil {
+		return MultiDecision{}, fmt.Errorf("%w: keyrate.AllowAll: no limiter", ErrInvalidOption)
+	}
+	if isnil.Is(l) {
+		return MultiDecision{}, fmt.Errorf("%w: keyrate.AllowAll: the limiter is a nil %T", ErrInvalidOption, l)
+	}
 	if m, ok := l.(multiLimiter); ok {
 		if d, handled, err := m.TryAllowAll(handle.Multi{}, keys); handled {
 			return d, err
