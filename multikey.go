@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/keyrate/keyrate/internal/handle"
+	"github.com/keyrate/keyrate/internal/isnil"
 )
 
 // MaxKeys is the most keys one AllowAll call decides: enough for a user,
@@ -29,10 +30,13 @@ type KeyCost struct {
 
 // MultiDecision is AllowAll's answer: the request is allowed only if every
 // key held its cost. Its Decision is one key's, the key at Index in the
-// request: the key that denied it (where several would have, the one
-// decided first), or, when it was allowed, the key nearest to denying,
-// the one left with the fewest Remaining (the first in the request of
-// those). The Decision's Allowed is the request's.
+// request: a key that denied it (where several lacked their cost, the
+// one of those found short with the longest RetryAfter, so that the
+// request made again then is not denied by a slower key: every key found
+// short, on a store that decides the request itself; see AllowAll), or,
+// when it was allowed, the key nearest to denying, the one left with the
+// fewest Remaining (the first in the request of those). The Decision's
+// Allowed is the request's.
 type MultiDecision struct {
 	Decision
 	// Index is the position, in the request's keys, of the key Decision
@@ -59,6 +63,13 @@ type MultiDecision struct {
 // then each spent with AllowTier (a key the check found short first, else
 // the last key, whose spend is its check, then the rest, least to spare
 // first).
+//
+// A denied request inside the store names, of the keys that lack their
+// cost, the one with the longest RetryAfter (the first of those): the
+// keys after the denier are read, not spent, on the denied path alone.
+// In turn it names the key whose spend denied (PeekTier tells a cost-1
+// wait only, so a checked key's wait for its cost is not known), and a
+// retry after its RetryAfter can still meet a slower key's deny.
 // docs/guides/policies.md has the mechanics and the costs (a two-key call,
 // 2.0–2.2× one AllowTier in instructions).
 //
@@ -71,7 +82,8 @@ type MultiDecision struct {
 // keeps its spend, charged its cost once, as if allowed. It is never
 // refunded: a refund at a later clock reading than the spend can over-admit.
 //
-// It returns an error, and spends nothing, wrapping ErrInvalidKeys for an
+// It returns an error, and spends nothing, wrapping ErrInvalidOption for
+// a nil l (or a nil pointer of a store's type), ErrInvalidKeys for an
 // empty list, more than MaxKeys keys or a key given twice, ErrInvalidCost
 // for a cost below 1, and a key's error (ErrUnknownPolicy,
 // ErrCostExceedsBurst, ErrStoreFull, a store's own) found before a spend;
@@ -79,6 +91,12 @@ type MultiDecision struct {
 // before it spent, as a race does. Errors name the key's index. It
 // allocates nothing on keys the store knows.
 func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
+	if l == nil {
+		return MultiDecision{}, fmt.Errorf("%w: keyrate.AllowAll: no limiter", ErrInvalidOption)
+	}
+	if isnil.Is(l) {
+		return MultiDecision{}, fmt.Errorf("%w: keyrate.AllowAll: the limiter is a nil %T", ErrInvalidOption, l)
+	}
 	if m, ok := l.(multiLimiter); ok {
 		if d, handled, err := m.TryAllowAll(handle.Multi{}, keys); handled {
 			return d, err

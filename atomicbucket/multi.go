@@ -53,14 +53,8 @@ type multiStore Store
 
 // SpendKnown is spend on a known one-window key. See multi.Store.
 func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost int) (multi.Spend[*casmap.Slot], bool, bool) {
-	var slot *casmap.Slot
-	var of *rules.Rules
-	if casmap.Short(key) { // lookup, inlined by hand as on the hot path
-		slot, of, _ = m.m.Lookup(key)
-	} else {
-		slot, of = m.m.LookupLong(key, m.m.Hash(key))
-	}
-	if of != rs {
+	slot := m.slot(key, rs)
+	if slot == nil {
 		return multi.Spend[*casmap.Slot]{}, false, false
 	}
 	r := rs.Rule(0)
@@ -83,6 +77,31 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 		}
 		retries.Add(now)
 	}
+}
+
+// slot returns key's slot if the store holds key under rs, else nil.
+func (m *multiStore) slot(key string, rs *rules.Rules) *casmap.Slot {
+	var slot *casmap.Slot
+	var of *rules.Rules
+	if casmap.Short(key) { // lookup, inlined by hand as on the hot path
+		slot, of, _ = m.m.Lookup(key)
+	} else {
+		slot, of = m.m.LookupLong(key, m.m.Hash(key))
+	}
+	if of != rs {
+		return nil
+	}
+	return slot
+}
+
+// LoadKnown reads a known one-window key's word. See multi.Store.
+func (m *multiStore) LoadKnown(key string, rs *rules.Rules) (rules.State, bool) {
+	slot := m.slot(key, rs)
+	if slot == nil {
+		return 0, false
+	}
+	st := slot.Load()
+	return st, st < casmap.Moved
 }
 
 // Refunds returns the store's refund guard. See multi.Store.

@@ -34,8 +34,8 @@ type multiStore Store
 // SpendKnown is spend on a known one-window key, under its mutex. See
 // multi.Store.
 func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost int) (multi.Spend[*bucket], bool, bool) {
-	b, found := m.strs.Load(key)
-	if !found || b.b.Rules != rs {
+	b := m.bucket(key, rs)
+	if b == nil {
 		return multi.Spend[*bucket]{}, false, false
 	}
 	r := rs.Rule(0)
@@ -58,6 +58,28 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 	b.b.SetFirst(next)
 	b.mu.Unlock()
 	return multi.Spend[*bucket]{Ref: b, Old: old, New: next}, true, true
+}
+
+// bucket returns key's bucket if the store holds key under rs, else nil.
+func (m *multiStore) bucket(key string, rs *rules.Rules) *bucket {
+	b, found := m.strs.Load(key)
+	if !found || b.b.Rules != rs {
+		return nil
+	}
+	return b
+}
+
+// LoadKnown reads a known one-window key's state, under its mutex. See
+// multi.Store.
+func (m *multiStore) LoadKnown(key string, rs *rules.Rules) (rules.State, bool) {
+	b := m.bucket(key, rs)
+	if b == nil {
+		return 0, false
+	}
+	b.mu.Lock()
+	st := b.b.First()
+	b.mu.Unlock()
+	return st, st < sweep.Fresh
 }
 
 // Refunds returns the store's refund guard. See multi.Store.

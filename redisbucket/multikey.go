@@ -24,8 +24,10 @@ import (
 // follow), the cost, its policy's descriptor, base, and K, I, G and F of
 // each window: gcraSource's long form less now, the least TTL and the
 // mode. It returns {i, #r, r...}: i the index (from 0) of the key that
-// denied, with its reply r, or i = -1 and every key's reply, each after
-// its length.
+// denied, with its reply r, then a peek's reply (cost 0: nothing
+// written) of each key after it, each after its length, so that the
+// caller can name the short key with the longest wait; or i = -1 and
+// every key's reply, each after its length.
 const multiSource = `
 local function one(KEYS, ARGV)
 ` + gcraSource + `
@@ -35,12 +37,18 @@ if now == '-1' then
   local t = redis.call('TIME')
   now = string.format('%d', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 end
-local saved, out, j = {}, {-1}, 3
+local saved, out, j, denied = {}, {-1}, 3, false
 for i = 1, #KEYS do
   local m = tonumber(ARGV[j])
-  local a = {now, ARGV[j + 1], ARGV[2], ARGV[j + 2], ARGV[j + 3], ''}
+  local a = {now, denied and '0' or ARGV[j + 1], ARGV[2], ARGV[j + 2], ARGV[j + 3], ''}
   for x = j + 4, j + m do a[#a + 1] = ARGV[x] end
   j = j + m + 1
+  if denied then
+    local r = one({KEYS[i]}, a)
+    if type(r) ~= 'table' or r.err then return out end
+    out[#out + 1] = #r
+    for _, x in ipairs(r) do out[#out + 1] = x end
+  else
   local d = redis.call('DUMP', KEYS[i])
   local ttl = 0
   if d then
@@ -61,10 +69,12 @@ for i = 1, #KEYS do
     if type(r) ~= 'table' or r.err then return r end
     out = {i - 1, #r}
     for _, x in ipairs(r) do out[#out + 1] = x end
-    return out
-  end
+    denied = true
+  else
   out[#out + 1] = #r
   for _, x in ipairs(r) do out[#out + 1] = x end
+  end
+  end
 end
 return out
 `
@@ -86,9 +96,11 @@ func (s *Store) AllowAll(keys []keyrate.KeyCost) (keyrate.MultiDecision, error) 
 // or nothing. The script spends every key's cost in turn, and if a key
 // denies, gives the keys before it back the values they held, exactly,
 // before any other call sees them: no over-denial, no refund, no
-// transient window. The key named is the first in keys that denies, or,
-// when all allow, the one left with the fewest Remaining (the first of
-// those).
+// transient window. The key named on a deny is, of the keys that lack
+// their cost, the one with the longest RetryAfter (the first of those):
+// the script peeks, writing nothing, at each key after the one that
+// denied; when all allow, it is the one left with the fewest Remaining
+// (the first of those).
 //
 // One call needs every key that Redis counts (all but those under an
 // unlimited policy) on one server: on a Cluster in one hash slot, on a
@@ -252,7 +264,9 @@ func (s *Store) readAll(keys []keyrate.KeyCost, rss []*rules.Rules, plans []*pla
 			d = rs.Decide(st[:n], t0, k.Cost, denied)
 			if denier >= 0 {
 				s.observe(k, rs, d.Allowed)
-				return keyrate.MultiDecision{Decision: d, Index: i}, nil
+				md := keyrate.MultiDecision{Decision: d, Index: i}
+				s.longest(keys[i+1:], rss[i+1:], plans[i+1:], res, &md)
+				return md, nil
 			}
 		}
 		s.observe(k, rs, d.Allowed)
@@ -264,6 +278,41 @@ func (s *Store) readAll(keys []keyrate.KeyCost, rss []*rules.Rules, plans []*pla
 		return keyrate.MultiDecision{}, s.fail(fmt.Errorf("redisbucket: the AllowAll script named key %d of %d", denier, len(keys)))
 	}
 	return best, nil
+}
+
+// longest makes md, a denied request's decision, that of the key of keys
+// (after md's, under rss and plans) that lacks its cost with the longest
+// wait, if one waits longer than md's: res holds the script's peek of
+// each counted key, in order (fewer if a peek failed). A reply that does
+// not read is left out: md stands.
+func (s *Store) longest(keys []keyrate.KeyCost, rss []*rules.Rules, plans []*plan, res []int64, md *keyrate.MultiDecision) {
+	base := md.Index + 1
+	for j, p := range plans {
+		if p == nil {
+			continue
+		}
+		if len(res) < 1 || res[0] < 0 || int(res[0]) > len(res)-1 {
+			return
+		}
+		r := res[1 : 1+res[0]]
+		res = res[1+res[0]:]
+		extra := 0
+		if p.lcm > 0 {
+			extra = 1
+		}
+		var st, take [keyrate.MaxLimits]rules.State
+		n := rss[j].Len()
+		_, t0, bad, err := p.read(r, st[:n], extra)
+		if err != nil || bad {
+			continue
+		}
+		copy(take[:n], st[:n])
+		if denied := rss[j].Take(take[:n], t0, keys[j].Cost); denied >= 0 {
+			if d := rss[j].Decide(st[:n], t0, keys[j].Cost, denied); d.RetryAfter > md.RetryAfter {
+				md.Decision, md.Index = d, base+j
+			}
+		}
+	}
 }
 
 // countedIndex returns the index in keys of the n-th key the script

@@ -31,10 +31,14 @@ func TestMultiKey(t *testing.T) {
 		conformance.RunMultiKey(t, conformance.MultiKey{Open: openClusterCarry("")})
 	})
 	t.Run("one-script/server", func(t *testing.T) {
-		conformance.RunMultiKey(t, conformance.MultiKey{Open: openCarry, AllowAll: oneScript, Atomic: true})
+		m := conformance.MultiKey{Open: openCarry, AllowAll: oneScript, Atomic: true}
+		conformance.RunMultiKey(t, m)
+		t.Run("RetryLongest", func(t *testing.T) { conformance.MultiKeyRetryLongest(t, m) })
 	})
 	t.Run("one-script/cluster", func(t *testing.T) {
-		conformance.RunMultiKey(t, conformance.MultiKey{Open: openClusterCarry("{tenant}:"), AllowAll: oneScript, Atomic: true})
+		m := conformance.MultiKey{Open: openClusterCarry("{tenant}:"), AllowAll: oneScript, Atomic: true}
+		conformance.RunMultiKey(t, m)
+		t.Run("RetryLongest", func(t *testing.T) { conformance.MultiKeyRetryLongest(t, m) })
 	})
 }
 

@@ -43,19 +43,12 @@ type spot struct {
 // SpendKnown is takeOne's locked spend on a known one-window key. See
 // multi.Store.
 func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost int) (multi.Spend[spot], bool, bool) {
-	s := (*Store)(m)
-	h, short := s.seed.Short(key)
-	if !short {
-		h = s.seed.Hash(key)
-	}
-	r := rs.Rule(0)
-	sp := s.tab.of(h)
-	sp.mu.Lock()
-	i, found := sp.m.Find(key, h)
-	if !found || sp.m.Rules(i) != rs || sp.m.First(i) >= sweep.Fresh {
+	sp, i, found := m.lock(key, rs)
+	if !found {
 		sp.mu.Unlock()
 		return multi.Spend[spot]{}, false, false
 	}
+	r := rs.Rule(0)
 	old := sp.m.First(i)
 	next, ok := rules.State(0), false
 	if rs.OneBucket() { // the token bucket's arithmetic, inlined
@@ -71,6 +64,32 @@ func (m *multiStore) SpendKnown(key string, rs *rules.Rules, now uint64, cost in
 	ver := sp.m.Version()
 	sp.mu.Unlock()
 	return multi.Spend[spot]{Ref: spot{sp, i, ver}, Old: old, New: next}, true, true
+}
+
+// lock locks key's stripe and returns it, with key's slot in it and true
+// if the stripe holds key under rs in a live state. The caller unlocks.
+func (m *multiStore) lock(key string, rs *rules.Rules) (*stripe, int, bool) {
+	s := (*Store)(m)
+	h, short := s.seed.Short(key)
+	if !short {
+		h = s.seed.Hash(key)
+	}
+	sp := s.tab.of(h)
+	sp.mu.Lock()
+	i, found := sp.m.Find(key, h)
+	return sp, i, found && sp.m.Rules(i) == rs && sp.m.First(i) < sweep.Fresh
+}
+
+// LoadKnown reads a known one-window key's state, under its stripe's
+// lock. See multi.Store.
+func (m *multiStore) LoadKnown(key string, rs *rules.Rules) (rules.State, bool) {
+	sp, i, found := m.lock(key, rs)
+	st := rules.State(0)
+	if found {
+		st = sp.m.First(i)
+	}
+	sp.mu.Unlock()
+	return st, found
 }
 
 // Refunds returns the store's refund guard. See multi.Store.

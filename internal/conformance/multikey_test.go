@@ -15,6 +15,7 @@ func TestMultiKey(t *testing.T) {
 			conformance.RunMultiKey(t, conformance.MultiKey{Open: open})
 			t.Run("ZeroAllocs", func(t *testing.T) { conformance.MultiKeyZeroAllocs(t, open) })
 			t.Run("Undo", func(t *testing.T) { conformance.RunMultiKeyUndo(t, open) })
+			t.Run("RetryLongest", func(t *testing.T) { conformance.MultiKeyRetryLongest(t, conformance.MultiKey{Open: open}) })
 		})
 	}
 }

@@ -65,8 +65,9 @@ var MultiKeySeeds = [][]byte{
 // store spends and undoes exactly: no call runs between, so every undo
 // puts the key back, and the model's rule is unchanged). The key named
 // is, for an atomic AllowAll and for keyrate.AllowAll inside an
-// in-process store (internal/multi: the caller's order), the first key
-// above its Burst (an error), else the first that lacks its cost, else
+// in-process store (internal/multi), the first key above its Burst (an
+// error), else the key that lacks its cost with the longest wait (the
+// first of those), else
 // the one left with the fewest tokens (the first of those); for
 // keyrate.AllowAll's checks in turn, the key it decides first when one
 // lacks its cost (the checked key, all but the last, with the least to
@@ -123,8 +124,9 @@ func MultiKeyModel(t *testing.T, m MultiKey, ops []byte) {
 			// (the least to spare), the first of those. All at once (an
 			// atomic call, and an in-process store's own path, which
 			// spends in the caller's order and undoes on a deny): the
-			// first key above its Burst (an error), else the first that
-			// lacks its cost, else that one.
+			// first key above its Burst (an error), else, of the keys that
+			// lack their cost, the one with the longest wait (the first of
+			// those), else that one.
 			predict := func(atOnce bool) (decider int, over bool) {
 				for j := range ks {
 					if spare(j) < spare(decider) {
@@ -134,9 +136,10 @@ func MultiKeyModel(t *testing.T, m MultiKey, ops []byte) {
 				last := len(ks) - 1
 				switch {
 				case atOnce:
-					for j := last; j >= 0; j-- {
-						if spare(j) < 0 {
-							decider = j
+					longest := time.Duration(0)
+					for j := range ks {
+						if w := mod.retry(idx[j], ks[j].Cost); spare(j) < 0 && w > longest {
+							decider, longest = j, w
 						}
 					}
 					for j := last; j >= 0; j-- {

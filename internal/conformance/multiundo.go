@@ -160,25 +160,32 @@ func MultiKeyUndoTouched(t *testing.T, open OpenCarry) {
 }
 
 // MultiKeyUndoCallerOrder checks that a store's own path decides known
-// keys of one window in the caller's order: of three keys, the first two
-// both short of their cost, the first is the one named
-// (keyrate.AllowAll's checks in turn name the checked key with the least
-// to spare, the second), and no key is charged. It fails on a store that
-// leaves AllowAll to the checks in turn.
+// keys of one window itself: of three keys, the first two both short of
+// their cost, the first under a slower policy (short by 1, 10s to wait),
+// the second short by 2 (2s to wait), the first is the one named, the
+// short key with the longest wait (keyrate.AllowAll's checks in turn name
+// the checked key with the least to spare, the second), and no key is
+// charged. It fails on a store that leaves AllowAll to the checks in
+// turn.
 func MultiKeyUndoCallerOrder(t *testing.T, open OpenCarry) {
 	p := keyrate.Policy{Name: "p", Limits: []keyrate.Limit{{Rate: 1, Per: time.Second, Burst: 4}}}
-	pl, _, tiers := openCarry(t, open, keyrate.PerHour(100), p)
-	tier := tiers[0]
-	for k, cost := range map[string]int{"a": 3, "b": 4, "c": 1} { // a holds 1, b 0, c 3
-		if d, err := pl.AllowTier(k, tier, cost); !allowed(t, "the setup", d, err) {
-			t.Fatalf("the setup's spend of %d from %s = %+v", cost, k, d)
+	q := keyrate.Policy{Name: "q", Limits: []keyrate.Limit{{Rate: 1, Per: 10 * time.Second, Burst: 4}}}
+	pl, _, tiers := openCarry(t, open, keyrate.PerHour(100), p, q)
+	tier, slow := tiers[0], tiers[1]
+	for _, k := range []struct {
+		key  string
+		tier keyrate.Tier
+		cost int
+	}{{"a", slow, 3}, {"b", tier, 4}, {"c", tier, 1}} { // a holds 1, b 0, c 3
+		if d, err := pl.AllowTier(k.key, k.tier, k.cost); !allowed(t, "the setup", d, err) {
+			t.Fatalf("the setup's spend of %d from %s = %+v", k.cost, k.key, d)
 		}
 	}
-	ks := []keyrate.KeyCost{{Key: "a", Tier: tier, Cost: 2}, {Key: "b", Tier: tier, Cost: 2}, {Key: "c", Tier: tier, Cost: 1}}
+	ks := []keyrate.KeyCost{{Key: "a", Tier: slow, Cost: 2}, {Key: "b", Tier: tier, Cost: 2}, {Key: "c", Tier: tier, Cost: 1}}
 	before := peekAll(t, pl, ks)
 	d, err := keyrate.AllowAll(pl, ks)
-	if err != nil || d.Allowed || d.Index != 0 || d.Remaining != 1 {
-		t.Fatalf("AllowAll(a 2, b 2, c 1) = %+v, %v; want denied by a, key 0, the first short of its cost, with 1 left", d, err)
+	if err != nil || d.Allowed || d.Index != 0 || d.Remaining != 1 || d.RetryAfter != 10*time.Second {
+		t.Fatalf("AllowAll(a 2, b 2, c 1) = %+v, %v; want denied by a, key 0, the short key with the longest wait (10s), with 1 left", d, err)
 	}
 	for i, p := range peekAll(t, pl, ks) {
 		if p != before[i] {

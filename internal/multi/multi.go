@@ -23,6 +23,7 @@ package multi
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/internal/rules"
@@ -58,6 +59,11 @@ type Store[R any] interface {
 	// by value: a pointer passed through a type parameter's method
 	// escapes, and would cost an allocation a call.)
 	SpendKnown(key string, rs *rules.Rules, now uint64, cost int) (sp Spend[R], ok, hit bool)
+	// LoadKnown returns key's state word, read under the store's
+	// synchronisation, and true, if the store holds key under rs, a
+	// policy of one window, in a live state; for any other key, false.
+	// It writes nothing.
+	LoadKnown(key string, rs *rules.Rules) (st rules.State, hit bool)
 	// Refunds returns the store's guard, which its Refund and RefundTier
 	// go through.
 	Refunds() *Refunds
@@ -95,6 +101,13 @@ func SetAfterSpend(f func(i int)) (restore func()) {
 // concurrent call touched meanwhile is kept, and the fallback charges
 // that key again (an over-denial until it refills, never an
 // over-admission).
+//
+// A denied request's decision is that of the short key with the longest
+// RetryAfter (the first of those): the denier, or a key after it that the
+// store holds under its tier's policy and that lacks its cost too, read
+// without a spend (Store.LoadKnown). The keys before the denier held
+// their costs. So the request made again after RetryAfter is not denied
+// by a slower key than the one named, if nothing else spends first.
 //
 // It returns, before any spend, for the first key whose tier is not the
 // store's or whose cost is above its policy's Burst, that error, naming
@@ -146,7 +159,9 @@ func AllowAll[R any, S Store[R]](s S, pols *rules.Policies, keys []keyrate.KeyCo
 			if !hit {
 				return keyrate.MultiDecision{}, false, nil
 			}
-			return keyrate.MultiDecision{Decision: r.Decide(sp.New, now, keys[i].Cost, false), Index: i}, true, nil
+			md = keyrate.MultiDecision{Decision: r.Decide(sp.New, now, keys[i].Cost, false), Index: i}
+			longest(s, t, rss[i+1:len(keys)], keys[i+1:], &md)
+			return md, true, nil
 		}
 		spent[i] = sp
 		if hook != nil {
@@ -160,4 +175,26 @@ func AllowAll[R any, S Store[R]](s S, pols *rules.Policies, keys []keyrate.KeyCo
 	md.Decision = r.Decide(spent[best].New, r.Ticks(t), keys[best].Cost, true)
 	md.Index = best
 	return md, true, nil
+}
+
+// longest makes md, a denied request's decision, that of the key of keys
+// (after md's, under rss, at clock reading t) that lacks its cost with
+// the longest wait, if one waits longer than md's: a read of each key the
+// store holds, after the undo, on the denied path alone.
+func longest[R any, S Store[R]](s S, t time.Duration, rss []*rules.Rules, keys []keyrate.KeyCost, md *keyrate.MultiDecision) {
+	base := md.Index + 1
+	for j := range keys {
+		st, hit := s.LoadKnown(keys[j].Key, rss[j])
+		if !hit {
+			continue // not held: a full bucket, which holds any cost up to its Burst
+		}
+		r := rss[j].Rule(0)
+		now := r.Ticks(t)
+		if _, ok := r.Reserve(st, now, keys[j].Cost, 0); ok {
+			continue
+		}
+		if d := r.Decide(st, now, keys[j].Cost, false); d.RetryAfter > md.RetryAfter {
+			md.Decision, md.Index = d, base+j
+		}
+	}
 }

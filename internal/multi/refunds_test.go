@@ -17,7 +17,8 @@ type fakeStore struct {
 func (f *fakeStore) SpendKnown(string, *rules.Rules, uint64, int) (Spend[int], bool, bool) {
 	return Spend[int]{}, false, false
 }
-func (f *fakeStore) Refunds() *Refunds { return &f.g }
+func (f *fakeStore) LoadKnown(string, *rules.Rules) (rules.State, bool) { return 0, false }
+func (f *fakeStore) Refunds() *Refunds                                  { return &f.g }
 func (f *fakeStore) Undo(sp Spend[int]) bool {
 	f.undone = append(f.undone, sp.Ref)
 	if f.onUndo != nil {
