@@ -94,20 +94,23 @@ func AllowAll(l PolicyLimiter, keys []KeyCost) (MultiDecision, error) {
 	if l == nil {
 		return MultiDecision{}, fmt.Errorf("%w: keyrate.AllowAll: no limiter", ErrInvalidOption)
 	}
-	if isnil.Is(l) {
-		return MultiDecision{}, fmt.Errorf("%w: keyrate.AllowAll: the limiter is a nil %T", ErrInvalidOption, l)
-	}
 	if m, ok := l.(multiLimiter); ok {
 		if d, handled, err := m.TryAllowAll(handle.Multi{}, keys); handled {
 			return d, err
 		}
+	}
+	// A nil pointer of a store's type: TryAllowAll leaves it here (the
+	// reflection is off the in-store path).
+	if isnil.Is(l) {
+		return MultiDecision{}, fmt.Errorf("%w: keyrate.AllowAll: the limiter is a nil %T", ErrInvalidOption, l)
 	}
 	return allowInTurn(l, keys)
 }
 
 // multiLimiter is a store that decides an AllowAll request itself where
 // it can, undoing a denied request's spends exactly (the in-process
-// stores, through internal/multi): handled false means it spent nothing,
+// stores, through internal/multi; a nil one answers handled false):
+// handled false means it spent nothing,
 // and AllowAll decides in turn. Its parameter of an internal type keeps
 // the method out of reach of other packages.
 type multiLimiter interface {

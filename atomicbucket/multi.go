@@ -27,6 +27,9 @@ import (
 // full at its reading, and an undo after one could put back a word that
 // a spend since brought back to what AllowAll wrote, as a refund could.)
 func (s *Store) TryAllowAll(_ handle.Multi, keys []keyrate.KeyCost) (keyrate.MultiDecision, bool, error) {
+	if s == nil { // AllowAll's error
+		return keyrate.MultiDecision{}, false, nil
+	}
 	if s.hot != nil {
 		if len(keys) > keyrate.MaxKeys { // AllowAll's error, with nothing given back
 			return keyrate.MultiDecision{}, false, nil
