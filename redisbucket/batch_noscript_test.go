@@ -1,0 +1,130 @@
+package redisbucket_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/keyrate/keyrate"
+	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/redisbucket"
+)
+
+// evalHold holds the first EVAL sent alone until its gate closes, and
+// counts the EVALs in flight at once (a pipeline of them counts once),
+// once armed.
+type evalHold struct {
+	gate     chan struct{}
+	entered  chan struct{} // the first EVAL reached the hook
+	armed    atomic.Bool   // counts and holds from now on
+	first    atomic.Bool
+	seen     atomic.Int32 // EVALs (alone or pipelines) that reached the hook
+	inflight atomic.Int32
+	most     atomic.Int32
+}
+
+func (h *evalHold) enter() {
+	h.seen.Add(1)
+	n := h.inflight.Add(1)
+	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+	}
+}
+
+func (h *evalHold) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *evalHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "eval" || !h.armed.Load() {
+			return next(ctx, cmd)
+		}
+		h.enter()
+		defer h.inflight.Add(-1)
+		if h.first.CompareAndSwap(false, true) {
+			close(h.entered)
+			<-h.gate
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *evalHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "eval" {
+				h.enter()
+				defer h.inflight.Add(-1)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestPipelineNoScriptInFlight: the calls of a pipeline that the server
+// answers NOSCRIPT (its script cache flushed, or a restarted server)
+// send EVAL again within WithPipelining's InFlight, as every other call:
+// with InFlight 1, one EVAL goes out alone and the others queue behind
+// it, to go as one pipeline, not as four EVALs (each the script's whole
+// source) at once on a server that has just come back.
+func TestPipelineNoScriptInFlight(t *testing.T) {
+	srv := server(t)
+	client := newClient(t, srv.Addr())
+	gate := newGateHook()
+	client.AddHook(gate)
+	hold := &evalHold{gate: make(chan struct{}), entered: make(chan struct{})}
+	client.AddHook(hold)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}))
+	if d, err := s.AllowN("load", 1); err != nil || !d.Allowed { // loads the script
+		t.Fatalf("AllowN = %+v, %v", d, err)
+	}
+	hold.armed.Store(true)
+	open := gate.armCall()
+	first := goAllow(t.Context(), s, "first")
+	<-gate.entered
+	answers := make([]<-chan outcome, 4)
+	for i := range answers {
+		answers[i] = goAllow(t.Context(), s, fmt.Sprint("k", i))
+		waitQueued(t, s, i+1)
+	}
+	openPipe := gate.armPipe()
+	open()
+	if o := within(t, "the first call", first); o.err != nil || !o.d.Allowed {
+		t.Fatalf("the first call: %+v, %v", o.d, o.err)
+	}
+	<-gate.entered
+	if err := newClient(t, srv.Addr()).ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	openPipe()
+	<-hold.entered // one EVAL out, held: the other three must queue for the turn
+	deadline := time.Now().Add(answerWithin)
+	for {
+		if q, _ := redisbucket.Pipelined(s); q == 3 {
+			break
+		}
+		if n := hold.seen.Load(); n > 1 {
+			t.Errorf("%d EVALs sent while one is in flight with InFlight 1: the NOSCRIPT retries go past the cap", n)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("neither 3 calls queued nor a second EVAL sent after %v", answerWithin)
+		}
+		runtime.Gosched()
+	}
+	close(hold.gate)
+	for i, ch := range answers {
+		if o := within(t, "a call of the pipeline", ch); o.err != nil || !o.d.Allowed || o.d.Remaining != 4 {
+			t.Errorf("key k%d: %+v, %v; want allowed with 4 left", i, o.d, o.err)
+		}
+	}
+	if m := hold.most.Load(); m > 1 {
+		t.Errorf("%d EVALs in flight at once; want at most InFlight, 1", m)
+	}
+}
