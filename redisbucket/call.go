@@ -34,10 +34,21 @@ var argPool = sync.Pool{New: func() any {
 	return &b
 }}
 
+// process sends cmd through c, bounded by ctx: straight out without a
+// batcher b, else through b (see batcher.process, whose results it
+// returns).
+func process(ctx context.Context, c redis.UniversalClient, b *batcher, cmd *redis.IntSliceCmd) (err error, reuse bool) {
+	if b == nil {
+		return c.Process(ctx, cmd), true
+	}
+	return b.process(ctx, c, cmd)
+}
+
 // call sends args, a buffer from argPool that begins with "evalsha",
 // the script's SHA (scriptSHA or logSHA), "1" and the key, through c,
 // bounded by ctx; it sends them again as EVAL of the script's source src
-// if the server answers NOSCRIPT (which loads the script there). It
+// (through b too, within its turns) if the server answers NOSCRIPT
+// (which loads the script there). It
 // returns the reply's integers, and the buffer to the pool.
 //
 // With a batcher b (nil: none), the EVALSHA may go in a pipeline with
@@ -47,17 +58,20 @@ var argPool = sync.Pool{New: func() any {
 func call(ctx context.Context, c redis.UniversalClient, b *batcher, bp *[]any, args []any, src string) ([]int64, error) {
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3) // a Cluster's slot: no parsing of the arguments
-	err, reuse := error(nil), true
-	if b == nil {
-		err = c.Process(ctx, cmd)
-	} else if err, reuse = b.process(ctx, c, cmd); !reuse {
+	err, reuse := process(ctx, c, b, cmd)
+	if !reuse {
 		return nil, err
 	}
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		// Through the batcher too: after a SCRIPT FLUSH or a restart,
+		// every call of a pipeline gets NOSCRIPT, and their EVALs (each
+		// the script's whole source) stay within its turns.
 		args[0], args[1] = "eval", src
 		cmd = redis.NewIntSliceCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
-		err = c.Process(ctx, cmd)
+		if err, reuse = process(ctx, c, b, cmd); !reuse {
+			return nil, err
+		}
 	}
 	clear(args) // drops the references the buffer holds
 	*bp = args[:0]
