@@ -128,3 +128,53 @@ func TestPipelineNoScriptInFlight(t *testing.T) {
 		t.Errorf("%d EVALs in flight at once; want at most InFlight, 1", m)
 	}
 }
+
+// TestPipelineAllowAllInFlight: Store.AllowAll's one script call is a
+// call as AllowN's is (Stats.Calls counts it), so WithPipelining's
+// InFlight bounds it too: with InFlight 1 and one call in flight, an
+// AllowAll on one server waits for the turn (here, in the queue) instead
+// of going out beside it, and is answered once the turn comes.
+func TestPipelineAllowAllInFlight(t *testing.T) {
+	srv := server(t)
+	client := newClient(t, srv.Addr())
+	gate := newGateHook()
+	client.AddHook(gate)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}))
+	keys := []keyrate.KeyCost{{Key: "a", Cost: 1}, {Key: "b", Cost: 2}}
+	if m, err := s.AllowAll(keys); err != nil || !m.Allowed { // loads the script
+		t.Fatalf("AllowAll = %+v, %v", m, err)
+	}
+	open := gate.armCall()
+	first := goAllow(t.Context(), s, "first")
+	<-gate.entered
+	all := make(chan outcome, 1)
+	go func() {
+		m, err := s.AllowAll(keys)
+		all <- outcome{m.Decision, err}
+	}()
+	deadline := time.Now().Add(answerWithin)
+	for queued := false; !queued; {
+		select {
+		case o := <-all:
+			open()
+			t.Fatalf("AllowAll answered (%+v, %v) while a call held the one turn: it went past InFlight", o.d, o.err)
+		default:
+		}
+		if q, _ := redisbucket.Pipelined(s); q == 1 {
+			queued = true
+		} else if time.Now().After(deadline) {
+			open()
+			t.Fatalf("AllowAll neither queued nor answered after %v", answerWithin)
+		}
+		runtime.Gosched()
+	}
+	open()
+	if o := within(t, "the first call", first); o.err != nil || !o.d.Allowed {
+		t.Errorf("the first call: %+v, %v", o.d, o.err)
+	}
+	if o := within(t, "AllowAll", all); o.err != nil || !o.d.Allowed || o.d.Remaining != 1 {
+		t.Errorf("AllowAll: %+v, %v; want allowed with 1 left (b, 4 of 5 spent)", o.d, o.err)
+	}
+}
