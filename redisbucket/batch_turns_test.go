@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,5 +177,68 @@ func TestPipelineAllowAllInFlight(t *testing.T) {
 	}
 	if o := within(t, "AllowAll", all); o.err != nil || !o.d.Allowed || o.d.Remaining != 1 {
 		t.Errorf("AllowAll: %+v, %v; want allowed with 1 left (b, 4 of 5 spent)", o.d, o.err)
+	}
+}
+
+// TestPipelineAllowAllBackends: AllowAll calls of one hash tag, mixed
+// with AllowN calls, from goroutines through one turn per server and
+// pipelines of up to 4, on one server, a Cluster and a Ring: each is
+// answered, all or nothing, and no key admits past its Burst (the tag's
+// two keys, each spent by every allowed AllowAll, admit the same), and
+// no turn stays taken.
+func TestPipelineAllowAllBackends(t *testing.T) {
+	const goroutines, calls, burst = 8, 10, 30
+	for _, b := range backends(t) {
+		t.Run("redis="+b.name, func(t *testing.T) {
+			c := b.client(t)
+			s := mustNew(t, c, keyrate.PerHour(1).WithBurst(burst), redisbucket.WithPrefix("{"+uniquePrefix(t)+"}"),
+				redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+				redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1, MaxBatch: 4}))
+			keys := []keyrate.KeyCost{{Key: "a", Cost: 1}, {Key: "b", Cost: 1}}
+			var admitted, single atomic.Int32
+			var wg sync.WaitGroup
+			release := make(chan struct{})
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-release
+					for i := range calls {
+						if (g+i)%2 == 0 {
+							m, err := s.AllowAll(keys)
+							if err != nil {
+								t.Errorf("AllowAll: %+v, %v", m, err)
+								return
+							}
+							if m.Allowed {
+								admitted.Add(1)
+							}
+							continue
+						}
+						d, err := s.AllowN("c", 1)
+						if err != nil {
+							t.Errorf("AllowN: %+v, %v", d, err)
+							return
+						}
+						if d.Allowed {
+							single.Add(1)
+						}
+					}
+				}()
+			}
+			close(release)
+			wg.Wait()
+			if n := admitted.Load(); n != burst { // goroutines*calls/2 AllowAlls: more than the burst
+				t.Errorf("AllowAll admitted %d; want the burst %d", n, burst)
+			}
+			for _, k := range []string{"a", "b"} {
+				if d := s.Peek(k); d.Remaining != burst-int(admitted.Load()) {
+					t.Errorf("Peek(%s) = %+v after %d admitted; want %d left", k, d, admitted.Load(), burst-int(admitted.Load()))
+				}
+			}
+			if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+				t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+			}
+		})
 	}
 }

@@ -663,7 +663,7 @@ func (s *Store) send(ctx context.Context, rkey string, p *plan, cost int, mode s
 		now, minTTL = micros(ts.Now()), timeSourceTTLArg
 	}
 	if p.multi != nil { // Store.AllowAllContext's one call (multikey.go)
-		return sendMulti(ctx, s.client, p.multi, now, minTTL)
+		return sendMulti(ctx, s.client, s.batch, p.multi, now, minTTL)
 	}
 	var m any = ""
 	if mode != "" {
