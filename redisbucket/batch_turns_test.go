@@ -16,23 +16,23 @@ import (
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
-// evalHold holds the first EVAL sent alone until its gate closes, and
-// counts the EVALs in flight at once (a pipeline of them counts once),
-// once armed.
+// evalHold, once armed, holds the first EVAL that reaches it (alone or
+// in a pipeline) until its gate closes, and counts the EVALs and the
+// round trips (a pipeline is one) that carry them.
 type evalHold struct {
-	gate     chan struct{}
-	entered  chan struct{} // the first EVAL reached the hook
-	armed    atomic.Bool   // counts and holds from now on
-	first    atomic.Bool
-	seen     atomic.Int32 // EVALs (alone or pipelines) that reached the hook
-	inflight atomic.Int32
-	most     atomic.Int32
+	gate         chan struct{}
+	armed, first atomic.Bool
+	evals, trips atomic.Int32
 }
 
-func (h *evalHold) enter() {
-	h.seen.Add(1)
-	n := h.inflight.Add(1)
-	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
+func (h *evalHold) carry(n int32) {
+	if n == 0 || !h.armed.Load() {
+		return
+	}
+	h.trips.Add(1) // before evals: a count of evals read includes their trips
+	h.evals.Add(n)
+	if h.first.CompareAndSwap(false, true) {
+		<-h.gate
 	}
 }
 
@@ -40,14 +40,8 @@ func (h *evalHold) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *evalHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() != "eval" || !h.armed.Load() {
-			return next(ctx, cmd)
-		}
-		h.enter()
-		defer h.inflight.Add(-1)
-		if h.first.CompareAndSwap(false, true) {
-			close(h.entered)
-			<-h.gate
+		if cmd.Name() == "eval" {
+			h.carry(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -55,13 +49,13 @@ func (h *evalHold) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *evalHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var n int32
 		for _, c := range cmds {
 			if c.Name() == "eval" {
-				h.enter()
-				defer h.inflight.Add(-1)
-				break
+				n++
 			}
 		}
+		h.carry(n)
 		return next(ctx, cmds)
 	}
 }
@@ -69,15 +63,15 @@ func (h *evalHold) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // TestPipelineNoScriptInFlight: the calls of a pipeline that the server
 // answers NOSCRIPT (its script cache flushed, or a restarted server)
 // send EVAL again within WithPipelining's InFlight, as every other call:
-// with InFlight 1, one EVAL goes out alone and the others queue behind
-// it, to go as one pipeline, not as four EVALs (each the script's whole
+// with InFlight 1, the four EVALs go as one pipeline on the turn the
+// EVALSHAs' pipeline held, not as four EVALs (each the script's whole
 // source) at once on a server that has just come back.
 func TestPipelineNoScriptInFlight(t *testing.T) {
 	srv := server(t)
 	client := newClient(t, srv.Addr())
 	gate := newGateHook()
 	client.AddHook(gate)
-	hold := &evalHold{gate: make(chan struct{}), entered: make(chan struct{})}
+	hold := &evalHold{gate: make(chan struct{})}
 	client.AddHook(hold)
 	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(uniquePrefix(t)),
 		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
@@ -104,29 +98,24 @@ func TestPipelineNoScriptInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	openPipe()
-	<-hold.entered // one EVAL out, held: the other three must queue for the turn
+	// The first round trip with an EVAL is held: the pipeline's four
+	// EVALs must all be in it, not each in one of its own beside it.
 	deadline := time.Now().Add(answerWithin)
-	for {
-		if q, _ := redisbucket.Pipelined(s); q == 3 {
-			break
-		}
-		if n := hold.seen.Load(); n > 1 {
-			t.Errorf("%d EVALs sent while one is in flight with InFlight 1: the NOSCRIPT retries go past the cap", n)
-			break
-		}
+	for hold.evals.Load() < 4 {
 		if time.Now().After(deadline) {
-			t.Fatalf("neither 3 calls queued nor a second EVAL sent after %v", answerWithin)
+			close(hold.gate)
+			t.Fatalf("%d EVALs sent after %v; want 4", hold.evals.Load(), answerWithin)
 		}
 		runtime.Gosched()
+	}
+	if n := hold.trips.Load(); n != 1 {
+		t.Errorf("the 4 EVALs after NOSCRIPT went in %d round trips at once with InFlight 1; want one pipeline on the turn", n)
 	}
 	close(hold.gate)
 	for i, ch := range answers {
 		if o := within(t, "a call of the pipeline", ch); o.err != nil || !o.d.Allowed || o.d.Remaining != 4 {
 			t.Errorf("key k%d: %+v, %v; want allowed with 4 left", i, o.d, o.err)
 		}
-	}
-	if m := hold.most.Load(); m > 1 {
-		t.Errorf("%d EVALs in flight at once; want at most InFlight, 1", m)
 	}
 }
 
