@@ -2,6 +2,7 @@ package redisbucket_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -10,9 +11,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/leaktest"
 	"github.com/keyrate/keyrate/redisbucket"
 )
 
@@ -229,5 +232,46 @@ func TestPipelineAllowAllBackends(t *testing.T) {
 				t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
 			}
 		})
+	}
+}
+
+// TestPipelineClientClosed: the client closed while a call holds the one
+// turn and three more are queued for it: once the held call goes on,
+// every call returns at once with an error wrapping ErrUnavailable
+// (FailClosed: denied, never a silent deny), no turn stays taken, and no
+// goroutine is left running.
+func TestPipelineClientClosed(t *testing.T) {
+	srv := server(t)
+	ignore := goleak.IgnoreCurrent() // the server's own
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	gate := newGateHook()
+	client.AddHook(gate)
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}))
+	if d, err := s.AllowN("load", 1); err != nil || !d.Allowed { // loads the script
+		t.Fatalf("AllowN = %+v, %v", d, err)
+	}
+	open := gate.armCall()
+	answers := []<-chan outcome{goAllow(t.Context(), s, "first")}
+	<-gate.entered
+	for i := range 3 {
+		answers = append(answers, goAllow(t.Context(), s, fmt.Sprint("k", i)))
+		waitQueued(t, s, i+1)
+	}
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open()
+	for i, ch := range answers {
+		if o := within(t, "a call on a closed client", ch); !errors.Is(o.err, redisbucket.ErrUnavailable) || o.d.Allowed {
+			t.Errorf("call %d on a closed client: %+v, %v; want denied with an error wrapping ErrUnavailable", i, o.d, o.err)
+		}
+	}
+	if q, f := redisbucket.Pipelined(s); q != 0 || f != 0 {
+		t.Errorf("after the calls, %d queued and %d in flight; want none", q, f)
+	}
+	if err := leaktest.Find(ignore); err != nil {
+		t.Error(err)
 	}
 }
