@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,5 +274,72 @@ func TestPipelineClientClosed(t *testing.T) {
 	}
 	if err := leaktest.Find(ignore); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestPipelineNoScriptMixed: a pipeline of calls of both scripts (token
+// buckets, and a sliding log's tier) that the server answers NOSCRIPT
+// sends each call's own script again: every call gets its own policy's
+// answer.
+func TestPipelineNoScriptMixed(t *testing.T) {
+	srv := server(t)
+	client := newClient(t, srv.Addr())
+	gate := newGateHook()
+	client.AddHook(gate)
+	logPolicy := keyrate.Policy{Name: "log", Limits: []keyrate.Limit{keyrate.Limit{Rate: 3, Per: time.Hour}.Using(keyrate.SlidingLog)}}
+	s := mustNew(t, client, keyrate.PerHour(1).WithBurst(5), redisbucket.WithPrefix(uniquePrefix(t)),
+		redisbucket.WithTimeout(slowTimeout), redisbucket.WithTimeSource(clock.NewManual(start)),
+		redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1}), keyrate.WithPolicies(logPolicy))
+	tier, err := s.Tier("log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []func() (keyrate.Decision, error){ // loads both scripts
+		func() (keyrate.Decision, error) { return s.AllowN("load", 1) },
+		func() (keyrate.Decision, error) { return s.AllowTier("load", tier, 1) },
+	} {
+		if d, err := f(); err != nil || !d.Allowed {
+			t.Fatalf("loading: %+v, %v", d, err)
+		}
+	}
+	open := gate.armCall()
+	first := goAllow(t.Context(), s, "first")
+	<-gate.entered
+	answers := make([]chan outcome, 4)
+	for i := range answers {
+		answers[i] = make(chan outcome, 1)
+		go func() {
+			var d keyrate.Decision
+			var err error
+			if i%2 == 0 {
+				d, err = s.AllowNContext(t.Context(), fmt.Sprint("k", i), 1)
+			} else {
+				d, err = s.AllowTierContext(t.Context(), fmt.Sprint("k", i), tier, 1)
+			}
+			answers[i] <- outcome{d, err}
+		}()
+		waitQueued(t, s, i+1)
+	}
+	openPipe := gate.armPipe()
+	open()
+	if o := within(t, "the first call", first); o.err != nil || !o.d.Allowed {
+		t.Fatalf("the first call: %+v, %v", o.d, o.err)
+	}
+	<-gate.entered
+	if err := newClient(t, srv.Addr()).ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	openPipe()
+	for i, ch := range answers {
+		policy, left := keyrate.DefaultPolicy, 4
+		if i%2 == 1 {
+			policy, left = "log", 2
+		}
+		if o := within(t, "a call of the pipeline", ch); o.err != nil || !o.d.Allowed || o.d.Policy != policy || o.d.Remaining != left {
+			t.Errorf("key k%d: %+v, %v; want allowed under %q with %d left", i, o.d, o.err, policy, left)
+		}
+	}
+	if got := gate.pipelines(); !slices.Equal(got, []int{4}) {
+		t.Errorf("pipelines of %v calls; want one of 4", got)
 	}
 }
