@@ -80,6 +80,7 @@ type waiter struct {
 	solo  bool            // its server is unknown: never with others
 	node  *redis.Client   // the server the call's key is on (batcher.node), whose turns it takes; nil: the one server, or unknown
 	cmd   *redis.IntSliceCmd
+	src   string        // the source of cmd's script, for an EVAL after NOSCRIPT
 	state wstate        // guarded by batcher.mu
 	wake  chan struct{} // capacity 1: the call's reply is in cmd, or it was handed a turn
 }
@@ -117,11 +118,13 @@ func newBatcher(slots, max int, ds *deadlines, c redis.UniversalClient) *batcher
 	return b
 }
 
-// process sends cmd through c, bounded by ctx, straight out or in a
-// pipeline. It returns cmd's error, or ctx's if ctx ended first; and
+// process sends cmd, an EVALSHA of the script whose source is src,
+// through c, bounded by ctx, straight out or in a pipeline; and, on the
+// same turn, as EVAL of src if the server answers NOSCRIPT (see
+// evalsha). It returns cmd's error, or ctx's if ctx ended first; and
 // whether cmd's arguments may be reused (not if a pipeline that may
 // still be writing them holds cmd).
-func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd) (err error, reuse bool) {
+func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd, src string) (err error, reuse bool) {
 	var node *redis.Client
 	solo := false
 	if b.node != nil { // outside the mutex: it may wait for the cluster's slot map
@@ -132,10 +135,10 @@ func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *red
 		}
 	}
 	if b.take(node, nil) {
-		return b.straight(ctx, c, node, cmd), true
+		return b.straight(ctx, c, node, cmd, src), true
 	}
 	w := waiterPool.Get().(*waiter)
-	w.ctx, w.solo, w.node, w.cmd, w.state = ctx, solo, node, cmd, queued
+	w.ctx, w.solo, w.node, w.cmd, w.src, w.state = ctx, solo, node, cmd, src, queued
 	if d, ok := ctx.Deadline(); ok {
 		now := time.Now()
 		w.mid = now.Add(d.Sub(now) / 2)
@@ -143,7 +146,7 @@ func (b *batcher) process(ctx context.Context, c redis.UniversalClient, cmd *red
 	if b.take(node, w) { // a turn came free meanwhile
 		*w = waiter{wake: w.wake}
 		waiterPool.Put(w)
-		return b.straight(ctx, c, node, cmd), true
+		return b.straight(ctx, c, node, cmd, src), true
 	}
 	select {
 	case <-w.wake:
@@ -201,11 +204,11 @@ func (b *batcher) take(node *redis.Client, w *waiter) bool {
 	return false
 }
 
-// straight sends cmd alone, on a turn of node it took, and ends the turn
-// (even if the client panics).
-func (b *batcher) straight(ctx context.Context, c redis.UniversalClient, node *redis.Client, cmd *redis.IntSliceCmd) error {
+// straight sends cmd alone (as evalsha does), on a turn of node it
+// took, and ends the turn (even if the client panics).
+func (b *batcher) straight(ctx context.Context, c redis.UniversalClient, node *redis.Client, cmd *redis.IntSliceCmd, src string) error {
 	defer b.release(node)
-	return c.Process(ctx, cmd)
+	return evalsha(ctx, c, cmd, src)
 }
 
 // leave takes w, whose context ended, out of the batcher, unless its
@@ -310,7 +313,7 @@ func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 		batchPool.Put(bt)
 	}()
 	if len(bt.ws) == 1 {
-		_ = c.Process(w.ctx, w.cmd)
+		_ = evalsha(w.ctx, c, w.cmd, w.src)
 	} else {
 		for _, o := range bt.ws {
 			bt.cmds = append(bt.cmds, o.cmd)
@@ -323,8 +326,38 @@ func (b *batcher) lead(c redis.UniversalClient, w *waiter) {
 		pipe := c.Pipeline()
 		_ = pipe.BatchProcess(ctx, bt.cmds...)
 		_, _ = pipe.Exec(ctx) // each command holds its own reply or error
+		b.evalAgain(ctx, c, bt)
 	}
 	sent = true
+}
+
+// evalAgain sends, on the turn of the pipeline bt that was just sent, the
+// commands the server answered NOSCRIPT (a flushed script cache, a
+// restarted server) as EVALs of their scripts' sources, in one pipeline,
+// and puts their replies in them: within the turn, so that a pipeline's
+// calls do not all send the script's source at once past InFlight.
+func (b *batcher) evalAgain(ctx context.Context, c redis.UniversalClient, bt *batch) {
+	var again []redis.Cmder
+	for _, o := range bt.ws {
+		if noScript(o.cmd.Err()) {
+			again = append(again, asEval(ctx, o.cmd, o.src))
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	pipe := c.Pipeline()
+	_ = pipe.BatchProcess(ctx, again...)
+	_, _ = pipe.Exec(ctx)
+	i := 0
+	for _, o := range bt.ws {
+		if noScript(o.cmd.Err()) {
+			e := again[i].(*redis.IntSliceCmd)
+			o.cmd.SetVal(e.Val())
+			o.cmd.SetErr(e.Err())
+			i++
+		}
+	}
 }
 
 // errLeaderPanicked is the error of the calls of a pipeline whose client
@@ -381,7 +414,11 @@ const (
 //
 // Decisions, the deny cache, the breaker, leases, the failure policies,
 // the observer and Stats work as without the option: each call in a
-// pipeline is still one call, answered and counted on its own. On a
+// pipeline is still one call, answered and counted on its own. Store.AllowAll's
+// one call takes turns as any other; and the calls a server answers
+// NOSCRIPT (its script cache flushed, or a restarted server) send the
+// script's source on the turn they held, as one pipeline, not each on
+// its own past InFlight. On a
 // redis.ClusterClient each master has its own p.InFlight turns and queue,
 // by the client's slot map (on a redis.Ring, each shard), and a pipeline
 // holds the calls of one master only, so that a master that fails or

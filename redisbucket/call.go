@@ -41,23 +41,18 @@ var argPool = sync.Pool{New: func() any {
 // returns the reply's integers, and the buffer to the pool.
 //
 // With a batcher b (nil: none), the EVALSHA may go in a pipeline with
-// other calls' (see batcher). If ctx ends while the command is in
-// a pipeline, call returns ctx's error at once and leaves the buffer to
-// the garbage collector, since the pipeline may still be writing it.
+// other calls' (see batcher), and the EVAL goes on the same turn. If ctx
+// ends while the command is in a pipeline, call returns ctx's error at
+// once and leaves the buffer to the garbage collector, since the
+// pipeline may still be writing it.
 func call(ctx context.Context, c redis.UniversalClient, b *batcher, bp *[]any, args []any, src string) ([]int64, error) {
 	cmd := redis.NewIntSliceCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3) // a Cluster's slot: no parsing of the arguments
 	err, reuse := error(nil), true
 	if b == nil {
-		err = c.Process(ctx, cmd)
-	} else if err, reuse = b.process(ctx, c, cmd); !reuse {
+		err = evalsha(ctx, c, cmd, src)
+	} else if err, reuse = b.process(ctx, c, cmd, src); !reuse {
 		return nil, err
-	}
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		args[0], args[1] = "eval", src
-		cmd = redis.NewIntSliceCmd(ctx, args...)
-		cmd.SetFirstKeyPos(3)
-		err = c.Process(ctx, cmd)
 	}
 	clear(args) // drops the references the buffer holds
 	*bp = args[:0]
@@ -66,4 +61,34 @@ func call(ctx context.Context, c redis.UniversalClient, b *batcher, bp *[]any, a
 		return nil, err
 	}
 	return cmd.Val(), nil
+}
+
+// evalsha sends cmd, an EVALSHA, through c, bounded by ctx; if the server
+// answers NOSCRIPT, it sends cmd's arguments again as EVAL of the script's
+// source src (which loads the script there), with the reply in cmd.
+func evalsha(ctx context.Context, c redis.UniversalClient, cmd *redis.IntSliceCmd, src string) error {
+	if err := c.Process(ctx, cmd); !noScript(err) {
+		return err
+	}
+	e := asEval(ctx, cmd, src)
+	_ = c.Process(ctx, e)
+	cmd.SetVal(e.Val())
+	cmd.SetErr(e.Err())
+	return e.Err()
+}
+
+// noScript reports whether err is the server's NOSCRIPT: it lacks the
+// script of an EVALSHA.
+func noScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// asEval returns cmd, an EVALSHA, as EVAL of src, the script's source,
+// on cmd's arguments (which it changes).
+func asEval(ctx context.Context, cmd *redis.IntSliceCmd, src string) *redis.IntSliceCmd {
+	args := cmd.Args()
+	args[0], args[1] = "eval", src
+	e := redis.NewIntSliceCmd(ctx, args...)
+	e.SetFirstKeyPos(3)
+	return e
 }

@@ -365,11 +365,12 @@ func (s *Store) failedAll(ctx context.Context, keys []keyrate.KeyCost, rss []*ru
 }
 
 // sendMulti sends AllowAllContext's call, args, with now and the least
-// TTL set, through c, bounded by ctx.
-func sendMulti(ctx context.Context, c redis.UniversalClient, args []any, now, minTTL any) ([]int64, error) {
+// TTL set, through c (and the batcher b, if any: it is a call, within
+// WithPipelining's turns as any other), bounded by ctx.
+func sendMulti(ctx context.Context, c redis.UniversalClient, b *batcher, args []any, now, minTTL any) ([]int64, error) {
 	n := args[2].(int)
 	args[3+n], args[4+n] = now, minTTL
-	return call(ctx, c, nil, &args, args, multiSource)
+	return call(ctx, c, b, &args, args, multiSource)
 }
 
 // shardKey returns the part of the Redis key k that a redis.Ring picks

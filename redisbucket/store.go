@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -121,7 +122,8 @@ var (
 // multiple within a year (see the package documentation). It
 // returns an error wrapping keyrate.ErrInvalidOption for a nil client (nil
 // itself, or a nil pointer of any client type, such as
-// (*redis.Client)(nil)), one without context deadlines, an option that
+// (*redis.Client)(nil)), a zero go-redis client (new(redis.Client): not
+// made by its constructor), one without context deadlines, an option that
 // does not apply (keyrate.WithClock among them: use WithTimeSource for
 // tests; and keyrate.WithMaxKeys, WithSweepInterval and WithHashedKeys,
 // since Redis expires a key when its bucket is full), or an option value
@@ -165,6 +167,9 @@ func New(client redis.UniversalClient, limit keyrate.Limit, opts ...keyrate.Opti
 	}
 	if isnil.Is(client) {
 		return nil, fmt.Errorf("%w: redisbucket.New: nil client (%T)", keyrate.ErrInvalidOption, client)
+	}
+	if zeroClient(client) {
+		return nil, fmt.Errorf("%w: redisbucket.New: a zero %T, not made by its constructor (redis.NewClient, NewClusterClient, NewRing)", keyrate.ErrInvalidOption, client)
 	}
 	if known, enabled := contextTimeouts(client); known && !enabled {
 		return nil, fmt.Errorf("%w: redisbucket.New: the client's ContextTimeoutEnabled is false, so no timeout could bound a call: set it in the client's options",
@@ -282,6 +287,17 @@ func newFallback(limit keyrate.Limit, common config.Settings, set settings) (*at
 		opts = append(opts, keyrate.WithClock(set.timeSource))
 	}
 	return atomicbucket.New(limit, opts...)
+}
+
+// zeroClient reports whether client is a go-redis client New reads the
+// options of, but the zero value of its type (new(redis.Client)): one
+// not made by its constructor, whose every method panics.
+func zeroClient(client redis.UniversalClient) bool {
+	switch client.(type) {
+	case *redis.Client, *redis.ClusterClient, *redis.Ring:
+		return reflect.ValueOf(client).Elem().IsZero()
+	}
+	return false
 }
 
 // contextTimeouts reports whether client's type is one whose options New
@@ -663,7 +679,7 @@ func (s *Store) send(ctx context.Context, rkey string, p *plan, cost int, mode s
 		now, minTTL = micros(ts.Now()), timeSourceTTLArg
 	}
 	if p.multi != nil { // Store.AllowAllContext's one call (multikey.go)
-		return sendMulti(ctx, s.client, p.multi, now, minTTL)
+		return sendMulti(ctx, s.client, s.batch, p.multi, now, minTTL)
 	}
 	var m any = ""
 	if mode != "" {
