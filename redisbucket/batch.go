@@ -414,11 +414,13 @@ const (
 //
 // Decisions, the deny cache, the breaker, leases, the failure policies,
 // the observer and Stats work as without the option: each call in a
-// pipeline is still one call, answered and counted on its own. Store.AllowAll's
-// one call takes turns as any other; and the calls a server answers
-// NOSCRIPT (its script cache flushed, or a restarted server) send the
-// script's source on the turn they held, as one pipeline, not each on
-// its own past InFlight. On a
+// pipeline is still one call, answered and counted on its own.
+// Store.AllowAll's one call takes turns as any other; and the calls a
+// server answers NOSCRIPT (its script cache flushed, or a restarted
+// server) send the script's source on the turn they held, as one
+// pipeline, not each on its own past InFlight. The calls of an
+// InflightStore (Store.Inflight) take no turns: each goes straight out,
+// on a connection of the client's pool. On a
 // redis.ClusterClient each master has its own p.InFlight turns and queue,
 // by the client's slot map (on a redis.Ring, each shard), and a pipeline
 // holds the calls of one master only, so that a master that fails or
