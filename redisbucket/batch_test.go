@@ -19,6 +19,7 @@ import (
 	"github.com/keyrate/keyrate/clock"
 	"github.com/keyrate/keyrate/internal/leaktest"
 	"github.com/keyrate/keyrate/redisbucket"
+	"github.com/keyrate/keyrate/redisbucket/internal/redistest"
 )
 
 // gateHook holds up the client's commands where a test says: the next
@@ -405,23 +406,9 @@ func TestPipelineNoScript(t *testing.T) {
 	if d, err := s.AllowN("k2", 2); err != nil || !d.Allowed { // loads the script; k2 has 3 left
 		t.Fatalf("AllowN = %+v, %v", d, err)
 	}
-	open := hook.armCall()
-	first := goAllow(t.Context(), s, "first")
-	<-hook.entered
-	answers := make([]<-chan outcome, 4)
-	for i := range answers {
-		answers[i] = goAllow(t.Context(), s, fmt.Sprint("k", i))
-		waitQueued(t, s, i+1)
-	}
-	openPipe := hook.armPipe()
-	open()
-	if o := within(t, "the first call", first); o.err != nil || !o.d.Allowed {
-		t.Fatalf("the first call: %+v, %v", o.d, o.err)
-	}
-	<-hook.entered
-	if err := newClient(t, srv.Addr()).ScriptFlush(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	answers, openPipe := flushedPipeline(t, srv, s, hook, func(i int) (keyrate.Decision, error) {
+		return s.AllowNContext(t.Context(), fmt.Sprint("k", i), 1)
+	})
 	openPipe()
 	for i, ch := range answers {
 		want := 4
@@ -632,4 +619,36 @@ func TestPipelineStress(t *testing.T) {
 	if err := leaktest.Find(ignore); err != nil {
 		t.Error(err)
 	}
+}
+
+// flushedPipeline holds a call ("first") in the store's one turn (s has
+// InFlight 1) with gate, queues four calls behind it (call(i) for each),
+// lets "first" through and holds the four's pipeline before it is sent,
+// then flushes srv's script cache: the pipeline meets NOSCRIPT once the
+// caller calls openPipe. It returns the four calls' outcomes.
+func flushedPipeline(t *testing.T, srv *redistest.Server, s *redisbucket.Store, gate *gateHook, call func(i int) (keyrate.Decision, error)) (answers []<-chan outcome, openPipe func()) {
+	t.Helper()
+	open := gate.armCall()
+	first := goAllow(t.Context(), s, "first")
+	<-gate.entered
+	answers = make([]<-chan outcome, 4)
+	for i := range answers {
+		ch := make(chan outcome, 1)
+		go func() {
+			d, err := call(i)
+			ch <- outcome{d, err}
+		}()
+		answers[i] = ch
+		waitQueued(t, s, i+1)
+	}
+	openPipe = gate.armPipe()
+	open()
+	if o := within(t, "the first call", first); o.err != nil || !o.d.Allowed {
+		t.Fatalf("the first call: %+v, %v", o.d, o.err)
+	}
+	<-gate.entered
+	if err := newClient(t, srv.Addr()).ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return answers, openPipe
 }

@@ -84,23 +84,9 @@ func TestPipelineNoScriptInFlight(t *testing.T) {
 		t.Fatalf("AllowN = %+v, %v", d, err)
 	}
 	hold.armed.Store(true)
-	open := gate.armCall()
-	first := goAllow(t.Context(), s, "first")
-	<-gate.entered
-	answers := make([]<-chan outcome, 4)
-	for i := range answers {
-		answers[i] = goAllow(t.Context(), s, fmt.Sprint("k", i))
-		waitQueued(t, s, i+1)
-	}
-	openPipe := gate.armPipe()
-	open()
-	if o := within(t, "the first call", first); o.err != nil || !o.d.Allowed {
-		t.Fatalf("the first call: %+v, %v", o.d, o.err)
-	}
-	<-gate.entered
-	if err := newClient(t, srv.Addr()).ScriptFlush(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	answers, openPipe := flushedPipeline(t, srv, s, gate, func(i int) (keyrate.Decision, error) {
+		return s.AllowNContext(t.Context(), fmt.Sprint("k", i), 1)
+	})
 	openPipe()
 	// The first round trip with an EVAL is held: the pipeline's four
 	// EVALs must all be in it, not each in one of its own beside it.
@@ -302,33 +288,12 @@ func TestPipelineNoScriptMixed(t *testing.T) {
 			t.Fatalf("loading: %+v, %v", d, err)
 		}
 	}
-	open := gate.armCall()
-	first := goAllow(t.Context(), s, "first")
-	<-gate.entered
-	answers := make([]chan outcome, 4)
-	for i := range answers {
-		answers[i] = make(chan outcome, 1)
-		go func() {
-			var d keyrate.Decision
-			var err error
-			if i%2 == 0 {
-				d, err = s.AllowNContext(t.Context(), fmt.Sprint("k", i), 1)
-			} else {
-				d, err = s.AllowTierContext(t.Context(), fmt.Sprint("k", i), tier, 1)
-			}
-			answers[i] <- outcome{d, err}
-		}()
-		waitQueued(t, s, i+1)
-	}
-	openPipe := gate.armPipe()
-	open()
-	if o := within(t, "the first call", first); o.err != nil || !o.d.Allowed {
-		t.Fatalf("the first call: %+v, %v", o.d, o.err)
-	}
-	<-gate.entered
-	if err := newClient(t, srv.Addr()).ScriptFlush(t.Context()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	answers, openPipe := flushedPipeline(t, srv, s, gate, func(i int) (keyrate.Decision, error) {
+		if i%2 == 0 {
+			return s.AllowNContext(t.Context(), fmt.Sprint("k", i), 1)
+		}
+		return s.AllowTierContext(t.Context(), fmt.Sprint("k", i), tier, 1)
+	})
 	openPipe()
 	for i, ch := range answers {
 		policy, left := keyrate.DefaultPolicy, 4
