@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/keyrate/keyrate"
 	"github.com/keyrate/keyrate/clock"
+	"github.com/keyrate/keyrate/internal/conformance"
 	"github.com/keyrate/keyrate/internal/leaktest"
 	"github.com/keyrate/keyrate/redisbucket"
 )
@@ -175,38 +175,29 @@ func TestPipelineAllowAllBackends(t *testing.T) {
 				redisbucket.WithPipelining(redisbucket.Pipelining{InFlight: 1, MaxBatch: 4}))
 			keys := []keyrate.KeyCost{{Key: "a", Cost: 1}, {Key: "b", Cost: 1}}
 			var admitted, single atomic.Int32
-			var wg sync.WaitGroup
-			release := make(chan struct{})
-			for g := range goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-release
-					for i := range calls {
-						if (g+i)%2 == 0 {
-							m, err := s.AllowAll(keys)
-							if err != nil {
-								t.Errorf("AllowAll: %+v, %v", m, err)
-								return
-							}
-							if m.Allowed {
-								admitted.Add(1)
-							}
-							continue
-						}
-						d, err := s.AllowN("c", 1)
+			conformance.Together(goroutines, func(g int) {
+				for i := range calls {
+					if (g+i)%2 == 0 {
+						m, err := s.AllowAll(keys)
 						if err != nil {
-							t.Errorf("AllowN: %+v, %v", d, err)
+							t.Errorf("AllowAll: %+v, %v", m, err)
 							return
 						}
-						if d.Allowed {
-							single.Add(1)
+						if m.Allowed {
+							admitted.Add(1)
 						}
+						continue
 					}
-				}()
-			}
-			close(release)
-			wg.Wait()
+					d, err := s.AllowN("c", 1)
+					if err != nil {
+						t.Errorf("AllowN: %+v, %v", d, err)
+						return
+					}
+					if d.Allowed {
+						single.Add(1)
+					}
+				}
+			})
 			if n := admitted.Load(); n != burst { // goroutines*calls/2 AllowAlls: more than the burst
 				t.Errorf("AllowAll admitted %d; want the burst %d", n, burst)
 			}
